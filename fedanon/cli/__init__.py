@@ -1,0 +1,69 @@
+"""The single `fedanon` console script.
+
+Each subcommand lives in its own module under `fedanon.cli` and exposes
+`register(subparsers)`; this dispatcher only wires them together so that
+independent parts of the tool (engine, certificates, daemons, protocols) never
+have to edit one shared file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from fedanon.errors import FedanonError
+
+# Module name under fedanon.cli -> imported lazily so a slow import (gRPC) is
+# paid only by the commands that need it.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "anonymize",
+    "certs",
+    "party",
+    "run",
+    "simulate",
+    "demo",
+)
+
+
+class CliError(FedanonError):
+    """An error in the command line itself; printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fedanon",
+        description="Secure distributed anonymization (protocols A/B/C) and a local Flash anonymizer.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"fedanon.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"fedanon.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except FedanonError as exc:
+        print(f"fedanon {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedanon: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

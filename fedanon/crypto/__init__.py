@@ -1,0 +1,1 @@
+"""crypto subpackage of fedanon."""

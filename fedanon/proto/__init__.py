@@ -1,0 +1,1 @@
+"""proto subpackage of fedanon."""

@@ -1,0 +1,90 @@
+"""What a protocol role receives and returns: the seam between protocols and parties.
+
+The party daemon (fedanon.parties) builds a `RoleContext` from its own config and
+the coordinator's run request, hands it to the role function registered for the
+protocol, and ships the `RoleOutcome` back. Protocols never learn how messages
+travel; parties never learn what a protocol does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from fedanon.protocols.transport import Transport
+
+if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
+    import numpy as np
+
+    from fedanon.engine.config import AnonymizationConfig
+    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.engine.result import AnonymizationResult
+
+Distribution = Literal["horizontal", "vertical"]
+Role = Literal["primary", "helper"]
+
+
+@dataclass
+class LocalData:
+    """One party's own plaintext share, after direct identifiers were removed.
+
+    `rows` are the party's records as strings in `columns` order. In a vertical
+    split `tid_column` names the shared tuple identifier. `hierarchies` holds the
+    globally agreed hierarchies for the columns this party holds (QIs and, where
+    a model needs one, sensitive attributes). `research_subset` marks the rows
+    that belong to the research subset for delta-presence (None = no delta-presence).
+    """
+
+    columns: list[str]
+    rows: list[list[str]]
+    hierarchies: dict[str, "Hierarchy"]
+    tid_column: str | None = None
+    research_subset: "np.ndarray | None" = None
+
+
+@dataclass
+class RunSettings:
+    """The coordinator's run request, identical at every party."""
+
+    run_id: str
+    protocol: str  # "A", "B" or "C"
+    distribution: Distribution
+    config: "AnonymizationConfig"
+    parties: dict[str, Role]  # party name -> role, in a fixed order
+    result_recipient: str  # the primary that ends up with the decrypted output
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def primaries(self) -> list[str]:
+        return [name for name, role in self.parties.items() if role == "primary"]
+
+    @property
+    def helpers(self) -> list[str]:
+        return [name for name, role in self.parties.items() if role == "helper"]
+
+
+@dataclass
+class RoleContext:
+    me: str
+    transport: Transport
+    settings: RunSettings
+    local: LocalData | None  # None for a helper, which holds no data
+
+
+@dataclass
+class RoleOutcome:
+    """What one role produced: the decrypted output at the recipient, a report everywhere.
+
+    `output_columns`/`output_rows` are the anonymized table in plaintext (suppressed
+    cells as "*"), set only at a party that legitimately learns the result.
+    `report` holds per-phase timings (seconds) and anything the role wants to tell
+    the coordinator; the transport's byte counts are added by the caller.
+    """
+
+    output_columns: list[str] | None = None
+    output_rows: list[list[str]] | None = None
+    result: "AnonymizationResult | None" = None
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+RoleFunction = Callable[[RoleContext], RoleOutcome]

@@ -1,0 +1,530 @@
+"""Protocol B (§4.4.4): shared deterministic AES keys, star topology around a helper.
+
+Roles and messages (every primary talks only to the helper; the helper relays sealed
+key bundles it cannot read):
+
+encrypt    primary -> helper   b/hello       schema facts, X25519 public key, local-check verdict
+           helper  -> primary  b/roster      ok + everyone's public keys, or the error that stops the run
+           leader  -> helper   b/keys-for/P  column keys sealed for primary P   (relayed as b/keys)
+           primary -> helper   b/data        encrypted, permuted table + hierarchies (+ subset flags)
+integrate  helper  -> primary  b/integrated  ok, or the conflict/TID problem (with ciphertexts to name)
+anonymize  helper runs the unchanged engine on ciphertext
+decrypt    helper  -> recipient b/result     re-permuted encrypted output + report
+           helper  -> owner     b/decrypt    (vertical, per-party keys) the owner's output dictionaries
+           owner   -> helper    b/plain      those dictionaries decrypted, sealed for the recipient
+           helper  -> others    b/done       report (no data)
+
+The leader (first primary) draws one AES-256-SIV key per column; the run id and the
+column name are bound into each cipher's context. With option `per_party_keys`
+(vertical only) every primary draws its own column keys and only the TID key is
+shared; decryption then needs each owner. Errors detected anywhere are sent to
+every party, so all of them stop with the same clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from fedanon.crypto.deterministic import generate_key
+from fedanon.crypto.keyagreement import KeyAgreementIdentity
+from fedanon.engine.anonymizer import anonymize
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import NoSolutionError
+from fedanon.engine.table import EncodedTable
+from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols import codec
+from fedanon.protocols.api import RoleContext, RoleOutcome
+from fedanon.protocols.cellcrypt import SUPPRESSED, ColumnCiphers
+from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.transport import Transport
+from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
+
+PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def random_permutation(n: int) -> np.ndarray:
+    """A uniformly random permutation from the OS CSPRNG (argsort of 64-bit random keys)."""
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+    return np.argsort(keys, kind="stable").astype(np.int64)
+
+
+class _Timer:
+    """Wall time per phase, reported in `RoleOutcome.report["phases"]`."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        with self.transport.in_phase(name):
+            try:
+                yield
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+def _control(payload: dict[str, Any], **parts: bytes) -> bytes:
+    return codec.pack_message({"control": json.dumps(payload).encode("utf-8"), **parts})
+
+
+def _open_control(blob: bytes, what: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    parts = codec.unpack_message(blob, what)
+    try:
+        control = json.loads(codec.require_part(parts, "control", what).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ProtocolError(f"corrupt {what}: control part is not JSON") from None
+    if not isinstance(control, dict):
+        raise ProtocolError(f"corrupt {what}: control part is not a JSON object")
+    return control, parts
+
+
+def _raise_remote(control: dict[str, Any], me: str, extra: str = "") -> None:
+    """Turn an error message from the helper into the same exception at this party."""
+    if control.get("ok", False):
+        return
+    message = str(control.get("error", "the run was stopped"))
+    if extra:
+        message = f"{message}; {extra}"
+    if control.get("kind") == "no-solution":
+        raise NoSolutionError(message)
+    raise ProtocolError(message)
+
+
+def _keys_context(run_id: str) -> bytes:
+    return b"fedanon/B/v1/column-keys/" + run_id.encode("utf-8")
+
+
+def _plain_context(run_id: str) -> bytes:
+    return b"fedanon/B/v1/decrypted-dictionaries/" + run_id.encode("utf-8")
+
+
+def _hierarchy_scope(ctx: RoleContext) -> str:
+    scope = ctx.settings.options.get("hierarchy_scope", "full")
+    if scope not in ("full", "data"):
+        raise ProtocolError(f"option hierarchy_scope must be 'full' or 'data', got {scope!r}")
+    return scope
+
+
+def _per_party_keys(ctx: RoleContext) -> bool:
+    value = bool(ctx.settings.options.get("per_party_keys", False))
+    if value and ctx.settings.distribution != "vertical":
+        raise ProtocolError("option per_party_keys applies only to vertical distributions")
+    return value
+
+
+# ----------------------------------------------------------------------------- primary
+
+
+def run_primary(ctx: RoleContext) -> RoleOutcome:
+    """One data-holding party: validate, agree keys, encrypt+permute+send, decrypt if recipient."""
+    transport = ctx.transport
+    try:
+        return _Primary(ctx).run()
+    except FedanonError:
+        raise
+    except Exception as exc:  # an unexpected local failure must not leave the others waiting
+        transport.abort(f"party {ctx.me!r} failed: {type(exc).__name__}: {exc}")
+        raise
+
+
+class _Primary:
+    def __init__(self, ctx: RoleContext) -> None:
+        if ctx.local is None:
+            raise ProtocolError(f"primary {ctx.me!r} has no local data")
+        self.ctx = ctx
+        self.me = ctx.me
+        self.settings = ctx.settings
+        self.local = ctx.local
+        self.transport = ctx.transport
+        self.timer = _Timer(ctx.transport)
+        if not self.settings.helpers:
+            raise ProtocolError("Protocol B needs a helper party, but the run names none")
+        self.helper = self.settings.helpers[0]
+        self.leader = self.settings.primaries[0]
+        self.recipient = self.settings.result_recipient
+        self.identity = KeyAgreementIdentity.generate(self.me)
+        self.run_id = self.settings.run_id
+
+    # -- encrypt -------------------------------------------------------------------
+    def _hello(self) -> dict[str, Any]:
+        config = self.settings.config
+        problems = local_checks(self.me, self.local, config, self.settings.distribution)
+        summary = hello_summary(self.local, config) if not problems else {
+            "columns": list(self.local.columns), "tid_column": self.local.tid_column,
+            "rows": len(self.local.rows), "subset": self.local.research_subset is not None,
+            "hierarchies": [], "heights": {},
+        }
+        summary["local_errors"] = [p.public for p in problems]
+        summary["public_key"] = self.identity.public_bytes().hex()
+        self.transport.send(self.helper, "b/hello", _control(summary))
+        control, _ = _open_control(self.transport.receive(self.helper, "b/roster"), "roster")
+        if problems:  # name our own values locally, in addition to the global verdict
+            raise ProtocolError("; ".join(p.private for p in problems))
+        _raise_remote(control, self.me)
+        return control
+
+    def _agree_keys(self, roster: dict[str, Any]) -> ColumnCiphers:
+        publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+        columns: list[str] = roster["columns"]
+        owners: dict[str, str] = roster.get("owners", {})
+        tid = roster.get("tid_column")
+        per_party = _per_party_keys(self.ctx)
+        vertical = self.settings.distribution == "vertical"
+        context = _keys_context(self.run_id)
+        mine: dict[str, bytes]
+        if self.me == self.leader:
+            shared: dict[str, bytes] = {}
+            if vertical and tid:
+                shared[tid] = generate_key()
+            if not per_party:
+                for c in columns:
+                    shared[c] = generate_key()
+            for party in self.settings.primaries:
+                if party == self.me:
+                    continue
+                if vertical and not per_party:
+                    wanted = {tid} | {c for c, o in owners.items() if o == party}
+                    if party == self.recipient:
+                        wanted |= set(columns)
+                    bundle = {c: k for c, k in shared.items() if c in wanted}
+                else:
+                    bundle = shared
+                sealed = self.identity.seal(party, publics[party], codec.pack_message(bundle), context)
+                self.transport.send(self.helper, f"b/keys-for/{party}", sealed)
+            mine = dict(shared)
+        else:
+            sealed = self.transport.receive(self.helper, "b/keys")
+            mine = codec.unpack_message(self.identity.open(self.leader, publics[self.leader], sealed, context),
+                                        "column-key bundle")
+        if per_party:
+            for c, owner in owners.items():
+                if owner == self.me:
+                    mine[c] = generate_key()
+        return ColumnCiphers(self.run_id, mine)
+
+    def _encrypt_share(self, roster: dict[str, Any], ciphers: ColumnCiphers) -> bytes:
+        config = self.settings.config
+        local = self.local
+        vertical = self.settings.distribution == "vertical"
+        columns = list(local.columns) if vertical else list(roster["columns"])
+        index = [local.columns.index(c) for c in columns]
+        perm = random_permutation(len(local.rows))
+        rows = local.rows
+        table = EncodedTable.from_rows(columns, ([rows[i][j] for j in index] for i in perm.tolist()))
+        parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
+        scope = _hierarchy_scope(self.ctx)
+        for column in needed_hierarchies(config):
+            if column not in columns:
+                continue
+            hierarchy = local.hierarchies[column]
+            h_rows = hierarchy.rows
+            if scope == "data":
+                present = set(table.dictionaries[columns.index(column)])
+                h_rows = [r for r in h_rows if r[0] in present]
+            h_rows = [h_rows[i] for i in random_permutation(len(h_rows)).tolist()]
+            encrypted = ciphers.encrypt_hierarchy(Hierarchy(column, h_rows, hierarchy.source), column)
+            parts[f"h/{column}"] = codec.encode_hierarchy(encrypted)
+        if config.delta_presence is not None and local.research_subset is not None:
+            parts["subset"] = codec.encode_flags(np.asarray(local.research_subset, dtype=bool)[perm])
+        return codec.pack_message(parts)
+
+    # -- decrypt -------------------------------------------------------------------
+    def _decrypt_result(self, parts: dict[str, bytes], ciphers: ColumnCiphers,
+                        plain: dict[str, list[bytes]]) -> tuple[list[str], list[list[str]]]:
+        table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
+        qis = set(self.settings.config.quasi_identifiers)
+        dictionaries: list[list[str]] = []
+        for column, dictionary in zip(table.columns, table.dictionaries):
+            if column in plain:
+                values = plain[column]
+                if len(values) != len(dictionary):
+                    raise ProtocolError(f"decrypted dictionary of column {column!r} has the wrong size")
+            else:
+                values = ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis)
+            try:
+                dictionaries.append([v.decode("utf-8") for v in values])
+            except UnicodeDecodeError:
+                raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
+        rows = [[dictionaries[c][code] for c, code in enumerate(row)] for row in table.codes.tolist()]
+        return list(table.columns), rows
+
+    def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: dict[str, Any]) -> None:
+        """Per-party keys: decrypt this owner's output dictionaries and seal them for the recipient."""
+        control, parts = _open_control(self.transport.receive(self.helper, "b/decrypt"), "decryption request")
+        _raise_remote(control, self.me)
+        request = codec.decode_table(codec.require_part(parts, "dictionaries", "decryption request"))
+        qis = set(self.settings.config.quasi_identifiers)
+        plain = {c: ciphers.decrypt_dictionary(c, d, allow_suppressed=c in qis)
+                 for c, d in zip(request.columns, request.dictionaries)}
+        publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+        sealed = self.identity.seal(self.recipient, publics[self.recipient],
+                                    codec.encode_table_parts(list(plain), np.zeros((0, len(plain)), np.int32),
+                                                             list(plain.values())),
+                                    _plain_context(self.run_id))
+        self.transport.send(self.helper, "b/plain", sealed)
+
+    def run(self) -> RoleOutcome:
+        timer = self.timer
+        transport = self.transport
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            roster = self._hello()
+            ciphers = self._agree_keys(roster)
+            transport.send(self.helper, "b/data", self._encrypt_share(roster, ciphers))
+        with timer.phase("integrate"):
+            control, parts = _open_control(transport.receive(self.helper, "b/integrated"), "integration verdict")
+            if not control.get("ok", False):
+                _raise_remote(control, self.me, self._name_findings(control, parts, ciphers))
+        per_party = _per_party_keys(self.ctx)
+        owns_columns = any(o == self.me for o in roster.get("owners", {}).values())
+        with timer.phase("decrypt"):
+            if self.me == self.recipient:
+                control, parts = _open_control(transport.receive(self.helper, "b/result"), "result")
+                _raise_remote(control, self.me)
+                plain: dict[str, list[bytes]] = {}
+                if per_party:
+                    publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+                    for owner in control.get("owners_decrypting", []):
+                        sealed = transport.receive(self.helper, f"b/plain/{owner}")
+                        blob = self.identity.open(owner, publics[owner], sealed, _plain_context(self.run_id))
+                        cols, _, dicts = codec.decode_table_parts(blob, f"decrypted dictionaries of {owner!r}")
+                        for c, d in zip(cols, dicts):
+                            if roster["owners"].get(c) != owner:
+                                raise ProtocolError(f"party {owner!r} sent values for column {c!r} it does not own")
+                            plain[c] = d
+                outcome.output_columns, outcome.output_rows = self._decrypt_result(parts, ciphers, plain)
+                outcome.report.update(control.get("report", {}))
+            else:
+                if per_party and owns_columns:
+                    self._decrypt_for_recipient(ciphers, roster)
+                control, _ = _open_control(transport.receive(self.helper, "b/done"), "completion notice")
+                _raise_remote(control, self.me)
+                outcome.report.update(control.get("report", {}))
+        outcome.report.update({"protocol": "B", "role": "primary", "party": self.me,
+                               "distribution": self.settings.distribution,
+                               "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
+        return outcome
+
+    def _name_findings(self, control: dict[str, Any], parts: dict[str, bytes], ciphers: ColumnCiphers) -> str:
+        """Decrypt the ciphertexts the helper flagged (only the parties involved can)."""
+        named: list[str] = []
+        for i, finding in enumerate(control.get("findings", [])):
+            if self.me not in finding.get("parties", []):
+                continue
+            column = finding["column"]
+            blob = parts.get(f"finding/{i}")
+            if blob is None or column not in ciphers:
+                continue
+            try:
+                value = ciphers.cipher(column).decrypt(blob).decode("utf-8", errors="backslashreplace")
+            except FedanonError:
+                continue
+            named.append(finding["template"].format(value=repr(value)))
+        return "; ".join(named)
+
+
+# ----------------------------------------------------------------------------- helper
+
+
+def run_helper(ctx: RoleContext) -> RoleOutcome:
+    """The non-colluding helper: relay keys blindly, integrate, anonymize, return ciphertext."""
+    try:
+        return _Helper(ctx).run()
+    except FedanonError:
+        raise
+    except Exception as exc:
+        ctx.transport.abort(f"helper {ctx.me!r} failed: {type(exc).__name__}: {exc}")
+        raise
+
+
+class _Helper:
+    def __init__(self, ctx: RoleContext) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.transport = ctx.transport
+        self.primaries = self.settings.primaries
+        self.timer = _Timer(ctx.transport)
+        if len(self.primaries) < 1:
+            raise ProtocolError("Protocol B needs at least one primary party")
+        if self.settings.result_recipient not in self.primaries:
+            raise ProtocolError(
+                f"result recipient {self.settings.result_recipient!r} is not a primary party ({self.primaries})"
+            )
+
+    def _stop(self, error: str, topic: str, kind: str = "validation",
+              extra: dict[str, dict[str, bytes]] | None = None, findings: list[dict[str, Any]] | None = None,
+              to: list[str] | None = None) -> None:
+        """Tell every primary why the run stops, then stop here with the same message."""
+        for party in to if to is not None else self.primaries:
+            payload = {"ok": False, "error": error, "kind": kind, "findings": findings or []}
+            self.transport.send(party, topic, _control(payload, **((extra or {}).get(party, {}))))
+        if kind == "no-solution":
+            raise NoSolutionError(error)
+        raise ProtocolError(error)
+
+    def _stop_everywhere(self, error: str, kind: str, per_party: bool, owners: dict[str, str]) -> None:
+        """After integration each primary waits on a different topic; send the error on each."""
+        recipient = self.settings.result_recipient
+        payload = _control({"ok": False, "error": error, "kind": kind})
+        for p in self.primaries:
+            if p == recipient:
+                topic = "b/result"
+            elif per_party and p in owners.values():
+                topic = "b/decrypt"
+            else:
+                topic = "b/done"
+            self.transport.send(p, topic, payload)
+        if kind == "no-solution":
+            raise NoSolutionError(error)
+        raise ProtocolError(error)
+
+    def run(self) -> RoleOutcome:
+        settings = self.settings
+        config = settings.config
+        transport = self.transport
+        timer = self.timer
+        vertical = settings.distribution == "vertical"
+        try:
+            per_party = _per_party_keys(self.ctx)
+        except ProtocolError as exc:
+            per_party = False
+            option_error: str | None = str(exc)
+        else:
+            option_error = None
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            hellos = {p: _open_control(transport.receive(p, "b/hello"), f"hello of {p!r}")[0] for p in self.primaries}
+            try:
+                config.validate()
+                verdict = check_schemas(settings.distribution, config, hellos)
+            except FedanonError as exc:
+                self._stop(f"invalid run configuration: {exc}", "b/roster")
+            if option_error:
+                verdict.errors.append(option_error)
+            if verdict.errors:
+                self._stop("run stopped before any data was sent: " + "; ".join(verdict.errors), "b/roster")
+            tid = hellos[self.primaries[0]]["tid_column"] if vertical else None
+            roster = {"ok": True, "public_keys": {p: hellos[p]["public_key"] for p in self.primaries},
+                      "columns": verdict.columns, "owners": verdict.owners, "tid_column": tid}
+            for p in self.primaries:
+                transport.send(p, "b/roster", _control(roster))
+            leader = self.primaries[0]
+            for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
+                transport.send(p, "b/keys", transport.receive(leader, f"b/keys-for/{p}"))
+            shares = {p: codec.unpack_message(transport.receive(p, "b/data"), f"data of {p!r}") for p in self.primaries}
+        with timer.phase("integrate"):
+            table, hierarchies, subset, integration = self._integrate(shares, verdict, tid)
+            for p in self.primaries:
+                transport.send(p, "b/integrated", _control({"ok": True}))
+        with timer.phase("anonymize"):
+            try:
+                result = anonymize(table, hierarchies, config, research_subset=subset)
+            except NoSolutionError as exc:
+                self._stop_everywhere(str(exc), "no-solution", per_party, verdict.owners)
+            except FedanonError as exc:
+                self._stop_everywhere(f"anonymization failed at the helper: {exc}", "engine", per_party,
+                                      verdict.owners)
+        with timer.phase("decrypt"):
+            report = {**result.to_report(), "integration": integration}
+            perm = random_permutation(result.output.n_rows)
+            output = EncodedTable(list(result.output.columns), result.output.codes[perm], result.output.dictionaries)
+            decrypting = []
+            if per_party:
+                decrypting = sorted({o for o in verdict.owners.values() if o != settings.result_recipient},
+                                    key=self.primaries.index)
+            transport.send(settings.result_recipient, "b/result",
+                           _control({"ok": True, "report": report, "owners_decrypting": decrypting},
+                                    table=codec.encode_table(output)))
+            for owner in decrypting:
+                cols = [c for c in output.columns if verdict.owners.get(c) == owner]
+                dicts = [output.dictionaries[output.columns.index(c)] for c in cols]
+                request = codec.encode_table_parts(cols, np.zeros((0, len(cols)), np.int32), dicts)
+                transport.send(owner, "b/decrypt", _control({"ok": True}, dictionaries=request))
+                transport.send(settings.result_recipient, f"b/plain/{owner}", transport.receive(owner, "b/plain"))
+            for p in self.primaries:
+                if p != settings.result_recipient:
+                    transport.send(p, "b/done", _control({"ok": True, "report": report}))
+        outcome.result = result
+        outcome.report.update({"protocol": "B", "role": "helper", "party": self.ctx.me,
+                               "distribution": settings.distribution, **report,
+                               "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
+        return outcome
+
+    def _integrate(self, shares: dict[str, dict[str, bytes]], verdict: Any, tid: str | None
+                   ) -> tuple[EncodedTable, dict[str, Hierarchy], np.ndarray | None, dict[str, Any]]:
+        config = self.settings.config
+        tables = {p: codec.decode_table(codec.require_part(s, "table", f"data of {p!r}"), f"table of {p!r}")
+                  for p, s in shares.items()}
+        h_shares: dict[str, list[tuple[str, Hierarchy]]] = {}
+        for p, s in shares.items():
+            for name, blob in s.items():
+                if name.startswith("h/"):
+                    h = codec.decode_hierarchy(blob, f"hierarchy {name[2:]!r} of {p!r}")
+                    h_shares.setdefault(name[2:], []).append((p, h))
+        flags = {p: codec.decode_flags(s["subset"], f"subset flags of {p!r}") for p, s in shares.items() if "subset" in s}
+        for p, f in flags.items():
+            if len(f) != tables[p].n_rows:
+                self._stop(f"party {p!r} sent {len(f)} research-subset flags for {tables[p].n_rows} rows",
+                           "b/integrated")
+        merged = merge_all_hierarchies(h_shares)
+        errors = list(merged.height_mismatch)
+        findings: list[dict[str, Any]] = []
+        extra: dict[str, dict[str, bytes]] = {p: {} for p in self.primaries}
+        for conflict in merged.conflicts:
+            a, b = conflict.parties
+            errors.append(
+                f"hierarchies of column {conflict.column!r} disagree between party {a!r} and party {b!r}: "
+                f"a value at level {conflict.level} has different generalizations (the two parties name the value)"
+            )
+            i = len(findings)
+            findings.append({"column": conflict.column, "parties": [a, b],
+                             "template": f"the conflicting value of column {conflict.column!r} at level "
+                                         f"{conflict.level} is {{value}}"})
+            extra[a][f"finding/{i}"] = conflict.value
+            extra[b][f"finding/{i}"] = conflict.value
+        subset: np.ndarray | None = None
+        if self.settings.distribution == "horizontal":
+            if not errors:
+                table = append_tables([tables[p] for p in self.primaries])
+                if config.delta_presence is not None:
+                    subset = np.concatenate([flags[p] for p in self.primaries])
+        else:
+            mismatch = check_tids({p: tables[p] for p in self.primaries}, tid or "")
+            if mismatch is not None:
+                for party, count in mismatch.missing_at.items():
+                    errors.append(f"TID sets differ: party {party!r} lacks {count} TID(s) that other parties hold")
+                for party, cts in mismatch.only_at.items():
+                    for ct in cts:
+                        i = len(findings)
+                        findings.append({"column": tid, "parties": [party],
+                                         "template": "TID {value} is missing at another party"})
+                        extra[party][f"finding/{i}"] = ct
+            if not errors:
+                table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, tid or "")
+                if config.delta_presence is not None and verdict.subset_holder is not None:
+                    subset = flags[verdict.subset_holder][alignment[verdict.subset_holder]]
+        if errors:
+            self._stop("run stopped during integration: " + "; ".join(errors), "b/integrated",
+                       kind="integration", extra=extra, findings=findings)
+        missing = [c for c in needed_hierarchies(config) if c not in merged.hierarchies]
+        if missing:
+            self._stop(f"no party sent a hierarchy for column(s) {missing}", "b/integrated")
+        info = {"rows": int(table.n_rows), "columns": list(table.columns),
+                "hierarchy_rules_received": merged.rules_received, "hierarchy_rules_kept": merged.rules_kept}
+        return table, merged.hierarchies, subset, info
+
+
+ROLES = {"primary": run_primary, "helper": run_helper}

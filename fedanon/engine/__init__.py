@@ -1,1 +1,27 @@
-"""engine subpackage of fedanon."""
+"""The local anonymization engine: encoded tables, hierarchies, Flash, models, metrics.
+
+Everything here works on opaque byte values, so the same code anonymizes plaintext
+and the encrypted tables the protocols integrate.
+"""
+
+from fedanon.engine.anonymizer import anonymize
+from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness, METRICS
+from fedanon.engine.csvio import read_table_csv, write_table_csv
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import AnonymizationResult, NoSolutionError
+from fedanon.engine.table import EncodedTable
+
+__all__ = [
+    "AnonymizationConfig",
+    "AnonymizationResult",
+    "DeltaPresence",
+    "EncodedTable",
+    "Hierarchy",
+    "LDiversity",
+    "METRICS",
+    "NoSolutionError",
+    "TCloseness",
+    "anonymize",
+    "read_table_csv",
+    "write_table_csv",
+]

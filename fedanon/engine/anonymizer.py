@@ -1,0 +1,187 @@
+"""Entry point: anonymize one encoded table optimally.
+
+Wires the pieces together -- code maps from hierarchies, the grouper, criteria,
+metric, local checker and Flash -- and materializes the chosen transformation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fedanon.engine.checker import LocalChecker
+from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.criteria import CriterionContext, build_criteria
+from fedanon.engine.flash import FlashSearch
+from fedanon.engine.grouping import Grouper
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.lattice import Lattice
+from fedanon.engine.metrics import MetricContext, build_metric
+from fedanon.engine.result import AnonymizationResult, NoSolutionError
+from fedanon.engine.table import EncodedTable
+from fedanon.errors import InputError
+
+SUPPRESSED = b"*"
+
+
+@dataclass
+class Prepared:
+    """Everything derived from the input once, shared by checker and materialization."""
+
+    table: EncodedTable
+    config: AnonymizationConfig
+    qi_index: list[int]
+    code_maps: list[np.ndarray]
+    level_dicts: list[list[list[bytes]]]
+    grouper: Grouper
+    checker: LocalChecker
+    lattice: Lattice
+
+
+def prepare(
+    table: EncodedTable,
+    hierarchies: dict[str, Hierarchy],
+    config: AnonymizationConfig,
+    research_subset: np.ndarray | None = None,
+) -> Prepared:
+    """Validate inputs and build grouper, criteria, metric and checker."""
+    config.validate()
+    if table.n_rows == 0:
+        raise InputError("the input table has no rows")
+    qis = list(config.quasi_identifiers)
+    qi_index = [table.column_index(q) for q in qis]
+    for q in qis:
+        if q not in hierarchies:
+            raise InputError(f"no hierarchy given for quasi-identifier {q!r}")
+    code_maps: list[np.ndarray] = []
+    level_dicts: list[list[list[bytes]]] = []
+    for q, ci in zip(qis, qi_index):
+        cm, dicts = hierarchies[q].code_map(table.dictionaries[ci])
+        code_maps.append(cm)
+        level_dicts.append(dicts)
+    criteria = build_criteria(config)
+
+    # sensitive attributes: per-row codes, per-attribute totals, optional hierarchy code map
+    sens_codes: dict[str, np.ndarray] = {}
+    sens_sizes: dict[str, int] = {}
+    sens_maps: dict[str, np.ndarray] = {}
+    for attr in {c.needs_histogram for c in criteria if c.needs_histogram}:
+        ci = table.column_index(attr)
+        sens_codes[attr] = table.codes[:, ci].astype(np.int64)
+        sens_sizes[attr] = len(table.dictionaries[ci])
+        if attr in hierarchies:
+            sens_maps[attr] = hierarchies[attr].code_map(table.dictionaries[ci])[0]
+    subset = None
+    if any(c.needs_subset for c in criteria):
+        if research_subset is None:
+            raise InputError("delta-presence needs a research subset (one flag per row)")
+    if research_subset is not None:
+        subset = np.asarray(research_subset, dtype=bool)
+        if subset.shape != (table.n_rows,):
+            raise InputError(
+                f"research subset has {subset.shape[0] if subset.ndim else 0} flags for {table.n_rows} rows"
+            )
+    elif config.delta_presence is not None:
+        raise InputError("delta-presence needs a research subset (one flag per row)")
+
+    qi_codes = table.codes[:, qi_index]
+    grouper = Grouper(qi_codes, code_maps, sens_codes, sens_sizes, subset)
+    context = CriterionContext(
+        n_rows=table.n_rows,
+        histograms_total={a: np.bincount(c, minlength=sens_sizes[a]).astype(np.int64) for a, c in sens_codes.items()},
+        sensitive_code_maps=sens_maps,
+        subset_total=None if subset is None else int(subset.sum()),
+    )
+    heights = [int(cm.shape[0]) for cm in code_maps]
+    cards = []
+    leaf = []
+    for i, (q, cm) in enumerate(zip(qis, code_maps)):
+        col = qi_codes[:, i]
+        per_level = []
+        per_leaf = []
+        total_leaves = len(hierarchies[q].rows)
+        for l in range(cm.shape[0]):
+            per_level.append(np.bincount(cm[l][col], minlength=len(level_dicts[i][l])).astype(np.int64))
+            counts = hierarchies[q].leaf_counts(l, level_dicts[i][l])
+            per_leaf.append((counts - 1) / (total_leaves - 1) if total_leaves > 1 else np.zeros(len(counts)))
+        cards.append(per_level)
+        leaf.append(per_leaf)
+    mctx = MetricContext(
+        n_rows=table.n_rows,
+        heights=heights,
+        cardinalities=cards,
+        level0_to_level=code_maps,
+        leaf_fraction=leaf,
+        min_class_size=max(c.min_class_size for c in criteria),
+    )
+    metric = build_metric(config.metric, mctx)
+    checker = LocalChecker(grouper, criteria, metric, config.suppression, context)
+    return Prepared(table, config, qi_index, code_maps, level_dicts, grouper, checker, Lattice(heights))
+
+
+def materialize(prep: Prepared, levels: tuple[int, ...]) -> tuple[EncodedTable, np.ndarray, int]:
+    """Apply a transformation: generalize QI cells, suppress rows of failing classes."""
+    table = prep.table
+    classes = prep.grouper.group_rows(levels, keep_rows=True)
+    failing = prep.checker.failing_classes(classes.stats)
+    suppressed = failing[classes.row_class] if failing.any() else np.zeros(table.n_rows, dtype=bool)
+    codes = table.codes.copy()
+    dictionaries = [list(d) for d in table.dictionaries]
+    for i, (ci, level) in enumerate(zip(prep.qi_index, levels)):
+        dictionary = list(prep.level_dicts[i][level])
+        col = prep.code_maps[i][level][table.codes[:, ci]]
+        if suppressed.any():
+            try:
+                star = dictionary.index(SUPPRESSED)
+            except ValueError:
+                star = len(dictionary)
+                dictionary.append(SUPPRESSED)
+            col = np.where(suppressed, star, col)
+        codes[:, ci] = col
+        dictionaries[ci] = dictionary
+    kept = classes.count - int(failing.sum())
+    return EncodedTable(list(table.columns), codes, dictionaries), suppressed, kept
+
+
+def anonymize(
+    table: EncodedTable,
+    hierarchies: dict[str, Hierarchy],
+    config: AnonymizationConfig,
+    *,
+    research_subset: np.ndarray | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AnonymizationResult:
+    """Find and apply the globally optimal full-domain generalization (+ suppression)."""
+    start = time.perf_counter()
+    prep = prepare(table, hierarchies, config, research_subset)
+    search = FlashSearch(prep.lattice, prep.checker, progress)
+    outcome = search.run()
+    if outcome.node is None:
+        raise NoSolutionError(
+            "no transformation satisfies the privacy model"
+            + (f" within the suppression limit of {prep.checker.suppression_limit} rows" if config.suppression else
+               " without suppression (try allowing some suppression or weaker parameters)")
+        )
+    levels = prep.lattice.node_levels(outcome.node)
+    output, suppressed, kept = materialize(prep, levels)
+    elapsed = time.perf_counter() - start
+    return AnonymizationResult(
+        transformation={q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
+        output=output,
+        suppressed=suppressed,
+        suppressed_rows=int(suppressed.sum()),
+        information_loss=float(outcome.loss),
+        metric=config.metric,
+        classes=kept,
+        checks=outcome.checks,
+        rollups=prep.grouper.rollups,
+        elapsed_s=elapsed,
+        lattice_size=prep.lattice.size,
+        optimum_found=True,
+        algorithm=outcome.algorithm,
+        tagged=outcome.tagged,
+    )

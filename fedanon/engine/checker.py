@@ -1,0 +1,121 @@
+"""The checker seam: the search asks "is node X anonymous, and what is its loss?".
+
+`Checker` is everything the Flash search knows about data. `LocalChecker` answers
+from plaintext (or ciphertext -- it cannot tell) class statistics; Protocol C
+supplies a checker whose class counts are Paillier-encrypted and decrypted by a key
+holder, without any change to the search.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedanon.engine.criteria import ClassStats, Criterion, CriterionContext
+from fedanon.engine.grouping import Classes, Grouper
+from fedanon.engine.metrics import Metric
+
+
+@dataclass
+class NodeEvaluation:
+    """What a check of one node yields."""
+
+    anonymous: bool  # satisfies the models with at most the allowed suppression
+    anonymous_strict: bool  # satisfies them with no suppression at all
+    suppressed_rows: int
+    classes: int  # classes that are kept (not suppressed)
+    loss: float
+    bound: float  # monotone lower bound on the loss of this node and its generalizations
+
+
+class Checker(ABC):
+    """Interface the search depends on."""
+
+    #: "anonymous" (with suppression) is inherited by generalizations
+    anonymity_monotone: bool
+    #: "anonymous without suppression" is inherited by generalizations
+    strict_monotone: bool
+    #: loss never decreases under generalization among anonymous nodes
+    metric_monotone: bool
+    #: rows that may be suppressed
+    suppression_limit: int
+    checks: int = 0
+    rollups: int = 0
+
+    @abstractmethod
+    def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
+        """Transform, group and check one node."""
+
+    def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
+        """Cheap monotone lower bounds of the loss for many nodes at once, if available."""
+        return None
+
+    def static_loss(self, levels: tuple[int, ...]) -> float | None:
+        """Exact loss of a node known to need no suppression, if computable without grouping."""
+        return None
+
+
+class LocalChecker(Checker):
+    """Checks nodes against in-memory class statistics."""
+
+    def __init__(
+        self,
+        grouper: Grouper,
+        criteria: list[Criterion],
+        metric: Metric,
+        suppression: float,
+        context: CriterionContext,
+    ) -> None:
+        self.grouper = grouper
+        self.criteria = criteria
+        self.metric = metric
+        n = grouper.n_rows
+        self.suppression_limit = int(math.floor(suppression * n + 1e-9))
+        for c in criteria:
+            c.prepare(context)
+        all_monotone = all(c.monotone for c in criteria)
+        self.strict_monotone = all_monotone
+        if self.suppression_limit == 0:
+            self.anonymity_monotone = all_monotone
+        else:
+            self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
+        self.metric_monotone = metric.monotone(self.suppression_limit > 0)
+        self.checks = 0
+
+    @property
+    def rollups(self) -> int:  # type: ignore[override]
+        return self.grouper.rollups
+
+    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        failing = np.zeros(stats.sizes.shape[0], dtype=bool)
+        for c in self.criteria:
+            failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
+        return failing
+
+    def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
+        failing = self.failing_classes(classes.stats)
+        suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
+        anonymous = suppressed <= self.suppression_limit
+        loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf
+        return NodeEvaluation(
+            anonymous=anonymous,
+            anonymous_strict=suppressed == 0,
+            suppressed_rows=suppressed,
+            classes=classes.count - int(failing.sum()),
+            loss=loss,
+            bound=self.metric.class_bound(levels, classes),
+        )
+
+    def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
+        self.checks += 1
+        classes, _ = self.grouper.classes(levels)
+        return self.judge(tuple(levels), classes)
+
+    def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
+        return self.metric.static_bound(levels)
+
+    def static_loss(self, levels: tuple[int, ...]) -> float | None:
+        return self.metric.static_loss(levels)

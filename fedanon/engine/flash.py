@@ -1,0 +1,244 @@
+"""The Flash search family (§3.7) over a `Checker`.
+
+Phase 1 is Flash_B: greedy depth-first paths up the lattice, each checked by binary
+search, with predictive tagging -- generalizations of an anonymous node are
+anonymous, specializations of a non-anonymous one are not. Tagging uses the
+strongest property that is actually monotone:
+  * "anonymous with suppression" when every criterion keeps that property under
+    generalization (k-anonymity does, §3.2.1), otherwise
+  * "anonymous without suppression" (Flash_2P phase 1); a node tagged that way is
+    anonymous with suppression too, but a node failing it may still be anonymous
+    by suppressing rows, so it stays a candidate for phase 2.
+Phase 2 (only when needed: non-monotone metric or non-monotone criterion, §3.4
+cases 2-6) evaluates the remaining candidates, in ascending order of a monotone
+lower bound of the loss where the metric has a cheap one (so the bulk is pruned
+once the bound exceeds the best loss), otherwise depth-first from the bottom so
+each node rolls up from a recently evaluated specialization. The result is the
+global optimum; ties go to the earlier node of the stable order (§3.8).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fedanon.engine.checker import Checker, NodeEvaluation
+from fedanon.engine.lattice import Lattice
+
+UNKNOWN, YES, NO = 0, 1, 2
+
+
+def _tol(x: float) -> float:
+    return 1e-9 * max(1.0, abs(x))
+
+
+def better(loss: float, rank: int, best_loss: float, best_rank: int) -> bool:
+    """Strictly better under (loss, stable order), with float noise treated as a tie."""
+    if best_rank < 0:
+        return True
+    if loss < best_loss - _tol(best_loss):
+        return True
+    if loss > best_loss + _tol(best_loss):
+        return False
+    return rank < best_rank
+
+
+@dataclass
+class SearchOutcome:
+    node: int | None
+    evaluation: NodeEvaluation | None
+    loss: float
+    checks: int
+    tagged: int
+    algorithm: str
+
+
+class FlashSearch:
+    def __init__(
+        self,
+        lattice: Lattice,
+        checker: Checker,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.lattice = lattice
+        self.checker = checker
+        self.progress = progress
+        self.status = np.zeros(lattice.size, dtype=np.int8)
+        self.evals: dict[int, NodeEvaluation] = {}
+        self.use_full = checker.anonymity_monotone  # tag with "anonymous incl. suppression"
+        self.tagging = checker.anonymity_monotone or checker.strict_monotone
+        self.done = 0
+        self.best_node = -1
+        self.best_loss = math.inf
+        self.best_rank = -1
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(min(self.done, self.lattice.size), self.lattice.size)
+
+    def _offer(self, node: int, loss: float) -> None:
+        rank = int(self.lattice.rank[node])
+        if better(loss, rank, self.best_loss, self.best_rank):
+            self.best_node, self.best_loss, self.best_rank = node, loss, rank
+
+    def _evaluate(self, node: int) -> NodeEvaluation:
+        ev = self.checker.evaluate(self.lattice.node_levels(node))
+        self.evals[node] = ev
+        if ev.anonymous:
+            self._offer(node, ev.loss)
+        return ev
+
+    # ------------------------------------------------------------------ phase 1: Flash_B
+    def _check(self, node: int) -> bool:
+        ev = self._evaluate(node)
+        ok = ev.anonymous if self.use_full else ev.anonymous_strict
+        st = self.status
+        if ok:
+            mask = self.lattice.generalizations_mask(node) & (st == UNKNOWN)
+            st[mask] = YES
+        else:
+            mask = self.lattice.specializations_mask(node) & (st == UNKNOWN)
+            st[mask] = NO
+        st[node] = YES if ok else NO
+        self.done += int(mask.sum())
+        self._report()
+        return ok
+
+    def _find_path(self, node: int) -> list[int]:
+        path = [node]
+        current = node
+        st = self.status
+        while True:
+            nxt = next((s for s in self.lattice.successors(current) if st[s] == UNKNOWN), None)
+            if nxt is None:
+                return path
+            path.append(nxt)
+            current = nxt
+
+    def _check_path(self, path: list[int], queue: list[tuple[int, int]]) -> None:
+        low, high = 0, len(path) - 1
+        rank = self.lattice.rank
+        while low <= high:
+            mid = (low + high) // 2
+            node = path[mid]
+            if self.status[node] != UNKNOWN:  # tagged meanwhile: move on using the tag
+                if self.status[node] == YES:
+                    high = mid - 1
+                else:
+                    low = mid + 1
+                continue
+            if self._check(node):
+                high = mid - 1
+            else:
+                heapq.heappush(queue, (int(rank[node]), node))
+                low = mid + 1
+
+    def _phase1(self) -> None:
+        st = self.status
+        queue: list[tuple[int, int]] = []
+        for node in self.lattice.order.tolist():
+            if st[node] != UNKNOWN:
+                continue
+            self._check_path(self._find_path(node), queue)
+            while queue:
+                _, head = heapq.heappop(queue)
+                for up in self.lattice.successors(head):
+                    if st[up] == UNKNOWN:
+                        self._check_path(self._find_path(up), queue)
+
+    # ------------------------------------------------------------------ phase 2
+    def _dfs_order(self, wanted: np.ndarray) -> list[int]:
+        seen = np.zeros(self.lattice.size, dtype=bool)
+        out: list[int] = []
+        stack = [self.lattice.bottom]
+        seen[self.lattice.bottom] = True
+        while stack:
+            node = stack.pop()
+            if wanted[node]:
+                out.append(node)
+            for s in reversed(self.lattice.successors(node)):
+                if not seen[s]:
+                    seen[s] = True
+                    stack.append(s)
+        return out
+
+    def _phase2(self) -> None:
+        lat = self.lattice
+        st = self.status
+        if self.tagging and self.use_full:
+            candidates = st == YES
+        else:
+            candidates = np.ones(lat.size, dtype=bool)
+        evaluated = np.zeros(lat.size, dtype=bool)
+        if self.evals:
+            evaluated[np.fromiter(self.evals.keys(), dtype=np.int64)] = True
+        remaining = candidates & ~evaluated
+        self.done = int((~remaining).sum())
+        self._report()
+        ids = np.flatnonzero(remaining)
+        if ids.size == 0:
+            return
+        bounds_sub = self.checker.static_bounds(lat.levels[ids].astype(np.int64))
+        bounds = np.full(lat.size, -math.inf)
+        if bounds_sub is not None:
+            bounds[ids] = bounds_sub
+            order = ids[np.lexsort((lat.rank[ids], bounds_sub))].tolist()
+            sorted_by_bound = True
+        else:
+            order = self._dfs_order(remaining)
+            sorted_by_bound = False
+        # exact loss without grouping: the node is known to need no suppression
+        exact_known = (st == YES) & ((not self.use_full) | (self.checker.suppression_limit == 0))
+        pruned = np.zeros(lat.size, dtype=bool)
+        rank = lat.rank
+        for node in order:
+            self.done += 1
+            if pruned[node]:
+                continue
+            b = bounds[node]
+            if self.best_rank >= 0:
+                if b > self.best_loss + _tol(self.best_loss):
+                    if sorted_by_bound:
+                        self.done = lat.size
+                        break
+                    continue
+                if b >= self.best_loss - _tol(self.best_loss) and rank[node] > self.best_rank:
+                    continue
+            if exact_known[node]:
+                loss = self.checker.static_loss(lat.node_levels(node))
+                if loss is not None:
+                    self._offer(node, loss)
+                    continue
+            ev = self._evaluate(node)
+            if self.best_rank >= 0 and ev.bound > self.best_loss + _tol(self.best_loss):
+                pruned |= lat.generalizations_mask(node)
+            if self.done % 64 == 0:
+                self._report()
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> SearchOutcome:
+        c = self.checker
+        if self.tagging:
+            self._phase1()
+        needs_phase2 = not (self.tagging and self.use_full and c.metric_monotone)
+        if needs_phase2:
+            self._phase2()
+        self.done = self.lattice.size
+        self._report()
+        if not self.tagging:
+            algorithm = "exhaustive (no monotone property)"
+        elif not needs_phase2:
+            algorithm = "Flash_B"
+        else:
+            algorithm = "Flash_2P"
+        tagged = int((self.status != UNKNOWN).sum()) - len(self.evals)
+        if self.best_rank < 0:
+            return SearchOutcome(None, None, math.inf, c.checks, max(tagged, 0), algorithm)
+        return SearchOutcome(
+            self.best_node, self.evals.get(self.best_node), self.best_loss, c.checks, max(tagged, 0), algorithm
+        )

@@ -1,0 +1,201 @@
+"""Vectorized transform-and-group with roll-up and a bounded snapshot history (§3.6).
+
+Rows are never visited in Python: a node's generalized QI codes are gathered
+through per-level code maps, combined into one int64 mixed-radix key per row and
+grouped with `np.unique`. Because hierarchies are monotone, the classes of a more
+general node are unions of the classes of any more specific node, so once a node
+was grouped we can roll up from its (much smaller) class table instead of the rows.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedanon.engine.criteria import ClassStats
+
+_KEY_LIMIT = 1 << 62
+
+
+@dataclass
+class Classes:
+    """Equivalence classes of one node: generalized QI codes per class plus stats."""
+
+    levels: tuple[int, ...]
+    codes: np.ndarray  # int32 (n_classes, n_qis)
+    stats: ClassStats
+    row_class: np.ndarray | None = None  # class of each row, only when grouped from rows
+
+    @property
+    def count(self) -> int:
+        return int(self.codes.shape[0])
+
+
+def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows of integer columns; returns (index of a representative per group, inverse).
+
+    Columns are folded into one int64 mixed-radix key; when the radix product would
+    overflow, the partial key is compacted to dense group ids first.
+    """
+    n = columns[0].shape[0]
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for col, radix in zip(columns, radices):
+        if radix <= 1:
+            continue
+        if span * radix >= _KEY_LIMIT:
+            uniq, key = np.unique(key, return_inverse=True)
+            key = key.astype(np.int64, copy=False)
+            span = max(int(uniq.shape[0]), 1)
+        key = key * radix + col
+        span *= radix
+    uniq, first, inverse = _unique_first_inverse(key)
+    return first, inverse
+
+
+def _unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(return_index, return_inverse) via one argsort (it is the hot spot)."""
+    n = key.shape[0]
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    boundary = np.empty(n, dtype=bool)
+    boundary[0] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=boundary[1:])
+    group_of_sorted = np.cumsum(boundary) - 1
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = group_of_sorted
+    first = order[boundary]
+    return sorted_key[boundary], first, inverse
+
+
+def _sum_by(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """Sum rows of `values` (1-D or 2-D) per group id."""
+    if values.ndim == 1:
+        return np.bincount(inverse, weights=values, minlength=n_groups).round().astype(np.int64)
+    out = np.zeros((n_groups, values.shape[1]), dtype=np.int64)
+    np.add.at(out, inverse, values)
+    return out
+
+
+class Grouper:
+    """Transforms and groups one encoded table for any lattice node."""
+
+    def __init__(
+        self,
+        qi_codes: np.ndarray,
+        code_maps: list[np.ndarray],
+        sensitive_codes: dict[str, np.ndarray] | None = None,
+        sensitive_sizes: dict[str, int] | None = None,
+        subset: np.ndarray | None = None,
+        history_size: int = 64,
+        snapshot_fraction: float = 0.6,
+    ) -> None:
+        self.qi_codes = np.ascontiguousarray(qi_codes, dtype=np.int32)
+        self.n_rows = int(self.qi_codes.shape[0])
+        self.code_maps = code_maps
+        self.level_sizes = [[int(m[l].max()) + 1 if m.shape[1] else 0 for l in range(m.shape[0])] for m in code_maps]
+        self.sensitive_codes = sensitive_codes or {}
+        self.sensitive_sizes = sensitive_sizes or {}
+        self.subset = None if subset is None else subset.astype(np.int64)
+        self.history_size = history_size
+        self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
+        self._history: "OrderedDict[tuple[int, ...], Classes]" = OrderedDict()
+        self._level_maps: dict[tuple[int, int, int], np.ndarray] = {}
+        self.rollups = 0
+        self.row_groupings = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
+        """Code at level `src` -> code at level `dst` (well defined: hierarchy is monotone)."""
+        key = (qi, src, dst)
+        m = self._level_maps.get(key)
+        if m is None:
+            cm = self.code_maps[qi]
+            m = np.zeros(self.level_sizes[qi][src], dtype=np.int32)
+            m[cm[src]] = cm[dst]
+            self._level_maps[key] = m
+        return m
+
+    def _radices(self, levels: tuple[int, ...]) -> list[int]:
+        return [self.level_sizes[i][l] for i, l in enumerate(levels)]
+
+    # ------------------------------------------------------------------ grouping
+    def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
+        """Group the full table at `levels` (no snapshot used)."""
+        self.row_groupings += 1
+        cols = [self.code_maps[i][l][self.qi_codes[:, i]] for i, l in enumerate(levels)]
+        first, inverse = group_keys(cols, self._radices(levels))
+        n_classes = first.shape[0]
+        codes = np.empty((n_classes, len(levels)), dtype=np.int32)
+        for i, col in enumerate(cols):
+            codes[:, i] = col[first]
+        sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64)
+        hists = {}
+        for attr, scodes in self.sensitive_codes.items():
+            d = self.sensitive_sizes[attr]
+            hists[attr] = np.bincount(inverse * d + scodes, minlength=n_classes * d).reshape(n_classes, d).astype(np.int64)
+        subset_sizes = None
+        if self.subset is not None:
+            subset_sizes = np.bincount(inverse, weights=self.subset, minlength=n_classes).round().astype(np.int64)
+        return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes), inverse if keep_rows else None)
+
+    def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
+        """Classes at `levels` from the classes of a more specific node `base`."""
+        self.rollups += 1
+        cols = []
+        for i, (src, dst) in enumerate(zip(base.levels, levels)):
+            col = base.codes[:, i]
+            if src != dst:
+                col = self._level_map(i, src, dst)[col]
+            cols.append(col)
+        first, inverse = group_keys(cols, self._radices(levels))
+        n_classes = first.shape[0]
+        codes = np.empty((n_classes, len(levels)), dtype=np.int32)
+        for i, col in enumerate(cols):
+            codes[:, i] = col[first]
+        st = base.stats
+        sizes = _sum_by(inverse, n_classes, st.sizes.astype(np.float64))
+        hists = {a: _sum_by(inverse, n_classes, h) for a, h in st.histograms.items()}
+        subset_sizes = None
+        if st.subset_sizes is not None:
+            subset_sizes = _sum_by(inverse, n_classes, st.subset_sizes.astype(np.float64))
+        return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
+
+    def classes(self, levels: tuple[int, ...]) -> tuple[Classes, bool]:
+        """Classes of a node, rolled up from the best stored snapshot when possible.
+
+        Returns (classes, rolled_up). The best snapshot is a stored specialization
+        with the fewest classes (cheapest to roll up).
+        """
+        levels = tuple(int(x) for x in levels)
+        hit = self._history.get(levels)
+        if hit is not None:
+            self._history.move_to_end(levels)
+            return hit, True
+        best: Classes | None = None
+        for snap_levels, snap in self._history.items():
+            if (best is None or snap.count < best.count) and all(a <= b for a, b in zip(snap_levels, levels)):
+                best = snap
+        if best is not None:
+            result = self.rollup(best, levels)
+            self._history.move_to_end(best.levels)
+            rolled = True
+        else:
+            result = self.group_rows(levels)
+            rolled = False
+        self.remember(result)
+        return result, rolled
+
+    def remember(self, classes: Classes) -> None:
+        """Keep a snapshot if it is small enough to make later roll-ups cheap (bounded LRU)."""
+        if classes.count > self.snapshot_limit:
+            return
+        self._history[classes.levels] = Classes(classes.levels, classes.codes, classes.stats)
+        self._history.move_to_end(classes.levels)
+        while len(self._history) > self.history_size:
+            self._history.popitem(last=False)

@@ -1,0 +1,91 @@
+"""The generalization lattice of full-domain transformations (§2.5.1.6).
+
+Nodes are level vectors; node ids are mixed-radix numbers so that successors and
+predecessors are id arithmetic. All per-node state lives in flat NumPy arrays, so
+predictive tagging of every generalization/specialization of a node is a single
+vectorized comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedanon.errors import InputError
+
+MAX_NODES = 20_000_000
+
+
+class Lattice:
+    def __init__(self, heights: list[int]) -> None:
+        """`heights[i]` = number of levels of QI i (max level = heights[i] - 1)."""
+        if not heights or any(h < 1 for h in heights):
+            raise InputError(f"invalid hierarchy heights {heights}")
+        self.heights = [int(h) for h in heights]
+        self.max_levels = np.array([h - 1 for h in heights], dtype=np.int64)
+        size = 1
+        for h in heights:
+            size *= h
+        if size > MAX_NODES:
+            raise InputError(
+                f"search space of {size:,} transformations is too large (limit {MAX_NODES:,}); "
+                "use fewer quasi-identifiers or shallower hierarchies"
+            )
+        self.size = size
+        q = len(heights)
+        strides = np.ones(q, dtype=np.int64)
+        for i in range(q - 2, -1, -1):
+            strides[i] = strides[i + 1] * heights[i + 1]
+        self.strides = strides
+        ids = np.arange(size, dtype=np.int64)
+        levels = np.empty((size, q), dtype=np.int16)
+        for i in range(q):
+            levels[:, i] = (ids // strides[i]) % heights[i]
+        self.levels = levels
+        self.total = levels.sum(axis=1, dtype=np.int64)
+        # stable order (§3.8): lower total level first, then lexicographically smaller vector
+        keys = [levels[:, i] for i in range(q - 1, -1, -1)] + [self.total]
+        self.order = np.lexsort(keys)
+        self.rank = np.empty(size, dtype=np.int64)
+        self.rank[self.order] = np.arange(size, dtype=np.int64)
+
+    @property
+    def n_levels(self) -> int:
+        return int(self.max_levels.sum()) + 1
+
+    @property
+    def bottom(self) -> int:
+        return 0
+
+    @property
+    def top(self) -> int:
+        return self.size - 1
+
+    def node_id(self, levels) -> int:
+        lv = np.asarray(levels, dtype=np.int64)
+        if lv.shape != self.max_levels.shape or (lv < 0).any() or (lv > self.max_levels).any():
+            raise InputError(f"node {tuple(levels)} is outside the lattice {tuple(self.heights)}")
+        return int((lv * self.strides).sum())
+
+    def node_levels(self, node: int) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.levels[node])
+
+    def successors(self, node: int) -> list[int]:
+        """Direct generalizations, in stable order (ascending id == lexicographic for one step up)."""
+        lv = self.levels[node]
+        out = [node + int(self.strides[i]) for i in range(len(self.heights)) if lv[i] < self.max_levels[i]]
+        out.sort(key=lambda n: self.rank[n])
+        return out
+
+    def predecessors(self, node: int) -> list[int]:
+        lv = self.levels[node]
+        out = [node - int(self.strides[i]) for i in range(len(self.heights)) if lv[i] > 0]
+        out.sort(key=lambda n: self.rank[n])
+        return out
+
+    def generalizations_mask(self, node: int) -> np.ndarray:
+        """Every node >= node (including itself)."""
+        return np.all(self.levels >= self.levels[node], axis=1)
+
+    def specializations_mask(self, node: int) -> np.ndarray:
+        """Every node <= node (including itself)."""
+        return np.all(self.levels <= self.levels[node], axis=1)

@@ -1,0 +1,94 @@
+"""Dictionary-encoded tables.
+
+The engine never interprets a cell value: every column is a dictionary of opaque
+byte strings plus an int32 code matrix. That is what lets the same search run on
+plaintext and on ciphertext (equal plaintexts map to equal ciphertexts, so the code
+structure -- and thus the optimum -- is identical).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from fedanon.errors import InputError
+
+
+def to_bytes(value: bytes | str) -> bytes:
+    """Normalize one cell: str is UTF-8 encoded, bytes pass through unchanged."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise InputError(f"cell value {value!r} is neither str nor bytes")
+
+
+@dataclass
+class EncodedTable:
+    """An int32 code matrix plus one dictionary of opaque values per column."""
+
+    columns: list[str]
+    codes: np.ndarray
+    dictionaries: list[list[bytes]]
+
+    def __post_init__(self) -> None:
+        self.codes = np.asarray(self.codes, dtype=np.int32)
+        if self.codes.ndim != 2:
+            self.codes = self.codes.reshape(-1, len(self.columns))
+        if self.codes.shape[1] != len(self.columns) or len(self.dictionaries) != len(self.columns):
+            raise InputError(
+                f"encoded table has {len(self.columns)} columns but codes have shape "
+                f"{self.codes.shape} and {len(self.dictionaries)} dictionaries"
+            )
+        if len(set(self.columns)) != len(self.columns):
+            raise InputError(f"duplicate column names in {self.columns}")
+
+    @classmethod
+    def from_rows(cls, columns: list[str], rows: Iterable[Sequence[bytes | str]]) -> "EncodedTable":
+        """Encode rows; codes are assigned in order of first appearance per column."""
+        columns = list(columns)
+        width = len(columns)
+        lookups: list[dict[bytes, int]] = [dict() for _ in range(width)]
+        dictionaries: list[list[bytes]] = [[] for _ in range(width)]
+        flat: list[int] = []
+        append = flat.append
+        n = 0
+        for line, row in enumerate(rows, start=1):
+            if len(row) != width:
+                raise InputError(
+                    f"row {line} has {len(row)} values, expected {width} ({', '.join(columns)})"
+                )
+            for c in range(width):
+                value = to_bytes(row[c])
+                lookup = lookups[c]
+                code = lookup.get(value)
+                if code is None:
+                    code = len(lookup)
+                    lookup[value] = code
+                    dictionaries[c].append(value)
+                append(code)
+            n += 1
+        codes = np.array(flat, dtype=np.int32).reshape(n, width)
+        return cls(columns, codes, dictionaries)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.codes.shape[0])
+
+    def column_index(self, name: str) -> int:
+        try:
+            return self.columns.index(name)
+        except ValueError:
+            raise InputError(
+                f"unknown column {name!r}; the table has columns: {', '.join(self.columns)}"
+            ) from None
+
+    def decode_rows(self) -> list[list[bytes]]:
+        dicts = self.dictionaries
+        return [[dicts[c][code] for c, code in enumerate(row)] for row in self.codes.tolist()]
+
+    def select(self, columns: list[str]) -> "EncodedTable":
+        idx = [self.column_index(c) for c in columns]
+        return EncodedTable(list(columns), self.codes[:, idx].copy(), [list(self.dictionaries[i]) for i in idx])

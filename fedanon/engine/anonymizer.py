@@ -23,7 +23,7 @@ from fedanon.engine.lattice import Lattice
 from fedanon.engine.metrics import MetricContext, build_metric
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.engine.table import EncodedTable
-from fedanon.errors import InputError
+from fedanon.errors import HierarchyError, InputError
 
 SUPPRESSED = b"*"
 
@@ -40,6 +40,23 @@ class Prepared:
     grouper: Grouper
     checker: LocalChecker
     lattice: Lattice
+
+
+def _check_coverage(table: EncodedTable, column: int, hierarchy: Hierarchy) -> None:
+    """Name the first data row whose value the hierarchy lacks (file line = row + 1 with a header)."""
+    missing = hierarchy.missing_codes(table.dictionaries[column])
+    if not missing:
+        return
+    rows = np.flatnonzero(np.isin(table.codes[:, column], missing))
+    first = int(rows[0])
+    value = table.dictionaries[column][int(table.codes[first, column])]
+    shown = value.decode("utf-8", errors="backslashreplace")
+    raise HierarchyError(
+        f"value {shown!r} of column {table.columns[column]!r} in data row {first + 1} "
+        f"(line {first + 2} of a CSV with header) is missing from its hierarchy"
+        + (f" {hierarchy.source}" if hierarchy.source else "")
+        + (f"; {len(missing)} distinct values are missing in total" if len(missing) > 1 else "")
+    )
 
 
 def prepare(
@@ -60,6 +77,7 @@ def prepare(
     code_maps: list[np.ndarray] = []
     level_dicts: list[list[list[bytes]]] = []
     for q, ci in zip(qis, qi_index):
+        _check_coverage(table, ci, hierarchies[q])
         cm, dicts = hierarchies[q].code_map(table.dictionaries[ci])
         code_maps.append(cm)
         level_dicts.append(dicts)

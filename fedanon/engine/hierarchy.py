@@ -106,6 +106,10 @@ class Hierarchy:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Hierarchy) and self.attribute == other.attribute and self.rows == other.rows
 
+    def missing_codes(self, dictionary: list[bytes]) -> list[int]:
+        """Codes of dictionary values that have no row in this hierarchy."""
+        return [c for c, v in enumerate(dictionary) if v not in self._index]
+
     def code_map(self, dictionary: list[bytes]) -> tuple[np.ndarray, list[list[bytes]]]:
         """Map each level-0 code of a column to its code at every level.
 

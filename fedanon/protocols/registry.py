@@ -10,6 +10,7 @@ from fedanon.protocols.api import RoleFunction
 # Modules that define `ROLES: dict[str, RoleFunction]`; imported on first use.
 _PROTOCOL_MODULES: dict[str, str] = {
     "B": "fedanon.protocols.protocol_b",
+    "CHECK": "fedanon.protocols.connectivity",
 }
 
 

@@ -1,0 +1,40 @@
+"""`fedanon certs init|issue`: a run CA and one certificate per party or coordinator."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("certs", help="create a run CA and issue party certificates")
+    sub = parser.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
+
+    init = sub.add_parser("init", help="create a run CA (EC P-256) in DIR")
+    init.add_argument("--dir", required=True, type=Path, help="directory for ca.crt / ca.key")
+    init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    init.add_argument("--force", action="store_true", help="replace an existing CA")
+    init.set_defaults(handler=_init)
+
+    issue = sub.add_parser("issue", help="issue NAME.crt / NAME.key signed by the run CA in DIR")
+    issue.add_argument("name", help="party or coordinator name (becomes CN and DNS SAN)")
+    issue.add_argument("--dir", required=True, type=Path, help="directory holding the run CA")
+    issue.add_argument("--host", action="append", default=[], help="listen host name or IP to add as SAN (repeatable)")
+    issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    issue.set_defaults(handler=_issue)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from fedanon.parties.certs import init_ca
+
+    path = init_ca(args.dir, days=args.days, force=args.force)
+    print(f"run CA written: {path} (keep {args.dir / 'ca.key'} offline after issuing)")
+    return 0
+
+
+def _issue(args: argparse.Namespace) -> int:
+    from fedanon.parties.certs import issue
+
+    cert, key = issue(args.dir, args.name, hosts=args.host, days=args.days)
+    print(f"issued {cert} and {key} for {args.name!r}")
+    return 0

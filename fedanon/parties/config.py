@@ -1,0 +1,330 @@
+"""Party and run configuration files (TOML): loading, validation and writing.
+
+A party config is everything one institution decides on its own: its identity,
+listen address, TLS material, whom it trusts (peers and coordinators by name)
+and where its data lives. A run config is what a coordinator asks for. Relative
+paths are resolved against the directory of the config file, so a config and
+its certificates/data can be moved together. Every error names the file and key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedanon.errors import InputError
+from fedanon.parties.certs import check_party_name
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+DEFAULT_MAX_PAYLOAD_BYTES = 4 << 30
+
+
+@dataclass
+class TlsFiles:
+    cert: Path
+    key: Path
+    ca: Path
+
+    def read(self) -> tuple[bytes, bytes, bytes]:
+        """(cert, key, ca) PEM bytes; a missing file is an InputError naming it."""
+        out = []
+        for label, path in (("cert", self.cert), ("key", self.key), ("ca", self.ca)):
+            try:
+                out.append(path.read_bytes())
+            except OSError as exc:
+                raise InputError(f"cannot read TLS {label} file {path}: {exc.strerror}") from None
+        return out[0], out[1], out[2]
+
+
+@dataclass
+class DataConfig:
+    csv: Path
+    delimiter: str = ";"
+    quasi_identifiers: dict[str, Path] = field(default_factory=dict)
+    sensitive: dict[str, Path | None] = field(default_factory=dict)
+    tid_column: str | None = None
+    subset_column: str | None = None
+
+
+@dataclass
+class Limits:
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    rpc_timeout_s: float = 30.0  # one control RPC or one chunked message
+    heartbeat_s: float = 1.0     # how often a waiting receive checks that peers are alive
+
+
+@dataclass
+class PartyConfig:
+    name: str
+    listen: str
+    tls: TlsFiles
+    peers: dict[str, str]             # allow-listed party name -> address
+    coordinators: list[str]           # names allowed to start runs
+    data: DataConfig | None = None
+    limits: Limits = field(default_factory=Limits)
+    source: Path | None = None
+
+
+@dataclass
+class RunPartyEntry:
+    name: str
+    address: str
+    role: str
+
+
+@dataclass
+class RunConfig:
+    coordinator: str
+    tls: TlsFiles
+    protocol: str
+    distribution: str
+    parties: list[RunPartyEntry]
+    result_recipient: str
+    privacy: dict[str, Any]
+    options: dict[str, Any]
+    output: Path | None
+    report: Path | None
+    run_id: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    source: Path | None = None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+
+
+class _Section:
+    """Typed access to one TOML table with errors naming file and key."""
+
+    def __init__(self, data: Any, path: Path, prefix: str) -> None:
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: [{prefix}] must be a table")
+        self.data, self.path, self.prefix = data, path, prefix
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., ) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise InputError(f"{self.path}: missing required key {self._key(key)!r}")
+            return default
+        value = self.data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise InputError(f"{self.path}: key {self._key(key)!r} has the wrong type ({value!r})")
+        return value
+
+    def path_value(self, key: str, default: Any = ...) -> Path | None:
+        value = self.get(key, str, default)
+        return None if value is None else resolve(self.path, value)
+
+    def table(self, key: str, required: bool = True) -> "_Section | None":
+        if key not in self.data:
+            if required:
+                raise InputError(f"{self.path}: missing section [{self._key(key)}]")
+            return None
+        return _Section(self.data[key], self.path, self._key(key))
+
+
+def resolve(config_path: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (config_path.parent / p).resolve()
+
+
+def check_address(path: Path, key: str, address: str) -> str:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InputError(f"{path}: {key} = {address!r} is not HOST:PORT")
+    return address
+
+
+def _tls(section: _Section) -> TlsFiles:
+    return TlsFiles(
+        cert=section.path_value("cert"), key=section.path_value("key"), ca=section.path_value("ca")
+    )
+
+
+def _limits(section: _Section | None) -> Limits:
+    limits = Limits()
+    if section is None:
+        return limits
+    limits.chunk_bytes = int(section.get("chunk_kib", int, limits.chunk_bytes // 1024)) * 1024
+    limits.max_payload_bytes = int(section.get("max_payload_mib", int, limits.max_payload_bytes >> 20)) << 20
+    limits.rpc_timeout_s = section.get("rpc_timeout_s", float, limits.rpc_timeout_s)
+    limits.heartbeat_s = section.get("heartbeat_s", float, limits.heartbeat_s)
+    if not 16 <= limits.chunk_bytes // 1024 <= 16384:
+        raise InputError(f"{section.path}: limits.chunk_kib must be within 16..16384")
+    if limits.rpc_timeout_s <= 0 or limits.heartbeat_s <= 0:
+        raise InputError(f"{section.path}: limits.rpc_timeout_s and limits.heartbeat_s must be positive")
+    return limits
+
+
+# ----------------------------------------------------------------------------- party config
+
+def load_party_config(path: Path) -> PartyConfig:
+    path = Path(path).resolve()
+    root = _Section(_load_toml(path), path, "")
+    party = root.table("party")
+    name = check_party_name(party.get("name", str))
+    listen = check_address(path, "party.listen", party.get("listen", str))
+    peers_section = root.table("peers", required=False)
+    peers: dict[str, str] = {}
+    if peers_section is not None:
+        for peer, address in peers_section.data.items():
+            check_party_name(peer)
+            if not isinstance(address, str):
+                raise InputError(f"{path}: peers.{peer} must be an address string \"HOST:PORT\"")
+            peers[peer] = check_address(path, f"peers.{peer}", address)
+    coordinators = party.get("coordinators", list, [])
+    for c in coordinators:
+        if not isinstance(c, str):
+            raise InputError(f"{path}: party.coordinators must be a list of names")
+        check_party_name(c)
+    data = None
+    data_section = root.table("data", required=False)
+    if data_section is not None:
+        qis_section = data_section.table("quasi_identifiers", required=False)
+        sens_section = data_section.table("sensitive", required=False)
+        qis = {str(k): resolve(path, v) for k, v in (qis_section.data.items() if qis_section else [])
+               if isinstance(v, str) or _bad(path, f"data.quasi_identifiers.{k}", "a hierarchy CSV path")}
+        sensitive: dict[str, Path | None] = {}
+        for k, v in (sens_section.data.items() if sens_section else []):
+            if not isinstance(v, str):
+                _bad(path, f"data.sensitive.{k}", 'a hierarchy CSV path or "" for none')
+            sensitive[str(k)] = resolve(path, v) if v else None
+        data = DataConfig(
+            csv=data_section.path_value("csv"),
+            delimiter=data_section.get("delimiter", str, ";"),
+            quasi_identifiers=qis,
+            sensitive=sensitive,
+            tid_column=data_section.get("tid_column", str, None),
+            subset_column=data_section.get("subset_column", str, None),
+        )
+        if len(data.delimiter) != 1:
+            raise InputError(f"{path}: data.delimiter must be one character, got {data.delimiter!r}")
+    return PartyConfig(
+        name=name, listen=listen, tls=_tls(root.table("tls")), peers=peers, coordinators=list(coordinators),
+        data=data, limits=_limits(root.table("limits", required=False)), source=path,
+    )
+
+
+def _bad(path: Path, key: str, expected: str) -> bool:
+    raise InputError(f"{path}: {key} must be {expected}")
+
+
+def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
+    """The TOML-able form of a party config (absolute paths); used by the simulation harness."""
+    out: dict[str, Any] = {
+        "party": {"name": cfg.name, "listen": cfg.listen, "coordinators": list(cfg.coordinators)},
+        "tls": {"cert": str(cfg.tls.cert), "key": str(cfg.tls.key), "ca": str(cfg.tls.ca)},
+        "peers": dict(cfg.peers),
+        "limits": {
+            "chunk_kib": cfg.limits.chunk_bytes // 1024,
+            "max_payload_mib": cfg.limits.max_payload_bytes >> 20,
+            "rpc_timeout_s": cfg.limits.rpc_timeout_s,
+            "heartbeat_s": cfg.limits.heartbeat_s,
+        },
+    }
+    if cfg.data is not None:
+        data: dict[str, Any] = {
+            "csv": str(cfg.data.csv),
+            "delimiter": cfg.data.delimiter,
+            "quasi_identifiers": {k: str(v) for k, v in cfg.data.quasi_identifiers.items()},
+            "sensitive": {k: (str(v) if v else "") for k, v in cfg.data.sensitive.items()},
+        }
+        if cfg.data.tid_column:
+            data["tid_column"] = cfg.data.tid_column
+        if cfg.data.subset_column:
+            data["subset_column"] = cfg.data.subset_column
+        out["data"] = data
+    return out
+
+
+# ----------------------------------------------------------------------------- run config
+
+def load_run_config(path: Path) -> RunConfig:
+    path = Path(path).resolve()
+    root = _Section(_load_toml(path), path, "")
+    run = root.table("run")
+    coord = root.table("coordinator")
+    parties_section = root.table("parties")
+    parties: list[RunPartyEntry] = []
+    for name, entry in parties_section.data.items():
+        check_party_name(name)
+        sec = _Section(entry, path, f"parties.{name}")
+        role = sec.get("role", str)
+        if role not in ("primary", "helper"):
+            raise InputError(f"{path}: parties.{name}.role must be \"primary\" or \"helper\", got {role!r}")
+        parties.append(RunPartyEntry(name, check_address(path, f"parties.{name}.address", sec.get("address", str)), role))
+    if len(parties) < 2:
+        raise InputError(f"{path}: a run needs at least two parties in [parties]")
+    recipient = run.get("result_recipient", str, "")
+    if not recipient:
+        recipient = next((p.name for p in parties if p.role == "primary"), "")
+    if recipient not in {p.name for p in parties}:
+        raise InputError(f"{path}: run.result_recipient {recipient!r} is not one of the parties")
+    distribution = run.get("distribution", str, "horizontal")
+    if distribution not in ("horizontal", "vertical"):
+        raise InputError(f"{path}: run.distribution must be \"horizontal\" or \"vertical\", got {distribution!r}")
+    privacy = root.data.get("privacy", {})
+    options = root.data.get("options", {})
+    if not isinstance(privacy, dict) or not isinstance(options, dict):
+        raise InputError(f"{path}: [privacy] and [options] must be tables")
+    return RunConfig(
+        coordinator=check_party_name(coord.get("name", str)),
+        tls=_tls(coord),
+        protocol=run.get("protocol", str),
+        distribution=distribution,
+        parties=parties,
+        result_recipient=recipient,
+        privacy=privacy,
+        options=options,
+        output=run.path_value("output", None),
+        report=run.path_value("report", None),
+        run_id=run.get("run_id", str, None),
+        limits=_limits(root.table("limits", required=False)),
+        source=path,
+    )
+
+
+def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The TOML-able form of a run config (what `fedanon run --config` reads)."""
+    run: dict[str, Any] = {"protocol": cfg.protocol, "distribution": cfg.distribution,
+                           "result_recipient": cfg.result_recipient}
+    if cfg.output is not None:
+        run["output"] = str(cfg.output)
+    if cfg.report is not None:
+        run["report"] = str(cfg.report)
+    if cfg.run_id:
+        run["run_id"] = cfg.run_id
+    out: dict[str, Any] = {
+        "run": run,
+        "coordinator": {"name": cfg.coordinator, "cert": str(cfg.tls.cert), "key": str(cfg.tls.key), "ca": str(cfg.tls.ca)},
+        "parties": {p.name: {"address": p.address, "role": p.role} for p in cfg.parties},
+    }
+    if cfg.privacy:
+        out["privacy"] = _drop_none(cfg.privacy)  # TOML has no null: an absent key means "not set"
+    if cfg.options:
+        out["options"] = cfg.options
+    return out
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value

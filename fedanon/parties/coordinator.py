@@ -1,0 +1,293 @@
+"""The coordinator: reach every daemon, prepare and start a run, follow it, collect the result.
+
+Sequence: Ping all (reachable? the party it claims to be?), Prepare all (each
+party checks the run against its own allow-list and loads its data; all must
+return the same request digest), then Start all and follow the event streams.
+The first failure anywhere (a stream that breaks because a daemon died, an
+error event, a wrong digest) aborts the run at every party and raises one
+PeerError/ProtocolError naming the party; output files are written only after
+the whole run succeeded, and atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+
+from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
+from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
+from fedanon.parties.grpc_transport import describe_rpc_error
+from fedanon.parties.resultwire import decode_result
+from fedanon.parties.tls import client_credentials, open_channel
+from fedanon.proto import fedanon_pb2 as pb
+from fedanon.proto import fedanon_pb2_grpc as pb_grpc
+
+EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/"end", elapsed
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    output_columns: list[str] | None
+    output_rows: list[list[str]] | None
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_config(privacy: dict[str, Any]) -> None:
+    """Fail fast at the coordinator on a privacy model the engine would reject anyway."""
+    if not privacy:
+        return
+    from fedanon.engine.config import AnonymizationConfig
+
+    try:
+        AnonymizationConfig.from_dict(dict(privacy)).validate()
+    except FedanonError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InputError(f"invalid [privacy] section: {exc}") from None
+
+
+class Coordinator:
+    def __init__(self, cfg: RunConfig, on_event: EventCallback | None = None, log: Callable[..., None] | None = None) -> None:
+        self.cfg = cfg
+        self.on_event = on_event
+        self.log = log or (lambda *a, **k: None)
+        self.run_id = cfg.run_id or uuid.uuid4().hex
+        self._creds = client_credentials(cfg.tls)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, pb_grpc.PartyStub] = {}
+        for p in cfg.parties:
+            ch = open_channel(p.address, p.name, self._creds, cfg.limits)
+            self._channels[p.name] = ch
+            self._stubs[p.name] = pb_grpc.PartyStub(ch)
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+
+    def _entry(self, name: str) -> RunPartyEntry:
+        return next(p for p in self.cfg.parties if p.name == name)
+
+    def _fail_rpc(self, name: str, exc: grpc.RpcError, what: str) -> PeerError:
+        return PeerError(f"{what}: " + describe_rpc_error(name, exc, self._entry(name).address))
+
+    # ------------------------------------------------------------------ steps
+    def ping_all(self) -> dict[str, float]:
+        """Round-trip time per party; PeerError for the first party that is down, untrusted, or someone else."""
+        timeout = min(10.0, self.cfg.limits.rpc_timeout_s)
+        futs = {p.name: (time.perf_counter(), self._stubs[p.name].Ping.future(pb.PingRequest(), timeout=timeout))
+                for p in self.cfg.parties}
+        rtt = {}
+        for name, (t0, fut) in futs.items():
+            try:
+                reply = fut.result()
+            except grpc.RpcError as exc:
+                raise self._fail_rpc(name, exc, "cannot reach the run's parties") from None
+            if reply.name != name:
+                raise PeerError(f"the daemon at {self._entry(name).address} is {reply.name!r}, not {name!r}")
+            rtt[name] = time.perf_counter() - t0
+        return rtt
+
+    def request(self) -> pb.RunRequest:
+        return pb.RunRequest(
+            run_id=self.run_id, protocol=self.cfg.protocol.upper(), distribution=self.cfg.distribution,
+            parties=[pb.PartyRole(name=p.name, role=p.role, address=p.address) for p in self.cfg.parties],
+            result_recipient=self.cfg.result_recipient,
+            config_json=json.dumps(self.cfg.privacy, sort_keys=True),
+            options_json=json.dumps(self.cfg.options, sort_keys=True),
+        )
+
+    def prepare_all(self, request: pb.RunRequest) -> None:
+        from fedanon.parties.daemon import request_digest
+
+        expected = request_digest(request)
+        futs = {p.name: self._stubs[p.name].Prepare.future(request, timeout=self.cfg.limits.rpc_timeout_s * 4)
+                for p in self.cfg.parties}
+        problems: list[FedanonError] = []
+        for name, fut in futs.items():
+            try:
+                reply = fut.result()
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                    problems.append(PeerError(f"party {name!r} rejected the run: {exc.details()}"))
+                else:
+                    problems.append(self._fail_rpc(name, exc, "preparing the run"))
+                continue
+            if reply.request_digest != expected:
+                problems.append(ProtocolError(f"party {name!r} disagrees about run {self.run_id} (settings digest differs)"))
+        if problems:
+            self.abort_all("preparation failed")
+            raise problems[0]
+
+    def abort_all(self, reason: str, skip: set[str] | None = None) -> None:
+        req = pb.AbortRequest(run_id=self.run_id, origin=self.cfg.coordinator, reason=reason)
+        futs = [self._stubs[p.name].Abort.future(req, timeout=3.0) for p in self.cfg.parties if p.name not in (skip or set())]
+        for fut in futs:
+            try:
+                fut.result()
+            except grpc.RpcError:
+                pass
+
+    def start_all(self) -> RunOutcome:
+        events: "queue.Queue[tuple[str, str, Any]]" = queue.Queue()
+        calls: dict[str, Any] = {}
+
+        def follow(name: str) -> None:
+            try:
+                call = self._stubs[name].Start(pb.StartRequest(run_id=self.run_id))
+                calls[name] = call
+                for ev in call:
+                    kind = ev.WhichOneof("kind")
+                    events.put((name, kind, getattr(ev, kind)))
+                    if kind in ("report_json", "error"):
+                        return
+                events.put((name, "error", f"party {name!r} closed the run stream without a report"))
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.CANCELLED and stop.is_set():
+                    return
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    message = (f"lost contact with party {name!r} at {self._entry(name).address} mid-run "
+                               f"(daemon died or connection dropped): {exc.details()}")
+                else:
+                    message = describe_rpc_error(name, exc, self._entry(name).address)
+                events.put((name, "lost", message))
+
+        stop = threading.Event()
+        threads = [threading.Thread(target=follow, args=(p.name,), daemon=True) for p in self.cfg.parties]
+        for t in threads:
+            t.start()
+        reports: dict[str, Any] = {}
+        result_parts: list[bytes] = []
+        errors: list[tuple[str, str]] = []
+        pending = {p.name for p in self.cfg.parties}
+        while pending:
+            name, kind, value = events.get()
+            if kind == "phase":
+                if self.on_event:
+                    self.on_event(value.party, value.phase, value.state, value.elapsed_s)
+            elif kind == "result_chunk":
+                if name != self.cfg.result_recipient:
+                    errors.append((name, f"party {name!r} sent a result but is not the result recipient"))
+                    break
+                result_parts.append(value)
+            elif kind == "report_json":
+                reports[name] = json.loads(value)
+                pending.discard(name)
+            else:  # error or lost stream
+                errors.append((name, value))
+                pending.discard(name)
+                break
+        if errors:
+            first_party, first = errors[0]
+            self.log("run_failed", run=self.run_id, party=first_party, error=first)
+            self.abort_all(f"party {first_party!r} failed: {first}")
+            # Collect the others' reasons for a short while: the root cause may arrive later than an echo of it.
+            deadline = time.monotonic() + 5.0
+            while pending and time.monotonic() < deadline:
+                try:
+                    name, kind, value = events.get(timeout=max(0.05, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if kind in ("error", "lost"):
+                    errors.append((name, value))
+                    pending.discard(name)
+                elif kind == "report_json":
+                    pending.discard(name)
+            stop.set()
+            for call in calls.values():
+                call.cancel()
+            raise PeerError(_root_cause(errors))
+        columns = rows = None
+        if result_parts:
+            columns, rows = decode_result(b"".join(result_parts))
+        return RunOutcome(self.run_id, columns, rows, {"parties": reports})
+
+    def run(self) -> RunOutcome:
+        _check_config(self.cfg.privacy)
+        t0 = time.perf_counter()
+        try:
+            rtt = self.ping_all()
+            request = self.request()
+            self.prepare_all(request)
+            outcome = self.start_all()
+        finally:
+            self.close()
+        outcome.report = {
+            "run_id": self.run_id,
+            "protocol": self.cfg.protocol.upper(),
+            "distribution": self.cfg.distribution,
+            "result_recipient": self.cfg.result_recipient,
+            "parties": {p.name: {"role": p.role, "address": p.address} for p in self.cfg.parties},
+            "coordinator": {"name": self.cfg.coordinator, "ping_ms": {k: round(v * 1000, 3) for k, v in rtt.items()}},
+            "elapsed_s": round(time.perf_counter() - t0, 6),
+            "privacy": self.cfg.privacy,
+            "options": self.cfg.options,
+            "party_reports": outcome.report["parties"],
+            "output_rows": len(outcome.output_rows) if outcome.output_rows is not None else None,
+        }
+        return outcome
+
+
+def _root_cause(errors: list[tuple[str, str]]) -> str:
+    """Prefer a party's own failure over the echoes of it ('... aborted the run', 'unreachable')."""
+    def rank(item: tuple[str, str]) -> int:
+        msg = item[1]
+        if "aborted the run" in msg:
+            return 2
+        if "lost contact" in msg:
+            return 0
+        if "is unreachable" in msg or "no longer knows run" in msg:
+            return 1
+        return 0
+    party, msg = min(errors, key=rank)
+    return f"run failed at party {party!r}: {msg}"
+
+
+def write_outputs(outcome: RunOutcome, output: Path | None, report: Path | None, delimiter: str = ";") -> None:
+    """Write the result CSV and the JSON report atomically (temp file + rename): never a partial file."""
+    if output is not None:
+        if outcome.output_rows is None:
+            raise ProtocolError("the run produced no result table at the result recipient")
+        _atomic_write(output, _csv_text(outcome.output_columns or [], outcome.output_rows, delimiter))
+    if report is not None:
+        _atomic_write(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _csv_text(columns: list[str], rows: list[list[str]], delimiter: str) -> str:
+    lines = [delimiter.join(columns)]
+    for row in rows:
+        lines.append(delimiter.join(row))
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def run_coordinator(cfg: RunConfig, on_event: EventCallback | None = None) -> RunOutcome:
+    coordinator = Coordinator(cfg, on_event=on_event)
+    return coordinator.run()
+
+
+__all__ = ["Coordinator", "RunOutcome", "run_coordinator", "write_outputs", "Limits", "TlsFiles"]

@@ -1,0 +1,402 @@
+"""The party daemon: one gRPC server per institution (`fedanon party serve`).
+
+Life of a run at a party: a coordinator on the allow-list calls `Prepare` (the
+daemon checks that every party of the run is on its own allow-list, loads its
+data, registers an inbox) on *all* parties before it calls `Start` on any, so a
+message can never arrive for a run the receiver does not know. `Start` runs
+the role in a worker thread and streams phase events, the result (only from
+the result recipient) and the report back. Peers talk through `Deliver`
+(chunked), `Ping` (liveness, run state) and `Abort`.
+
+Every RPC authenticates the caller by its certificate name: coordinators may
+only call Ping/Prepare/Start/Abort, peers only Ping/Deliver/Abort, and a
+`Deliver` must carry the sender name of the certificate that sent it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import queue
+import resource
+import signal
+import threading
+import time
+import traceback
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import grpc
+
+from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.parties.config import PartyConfig
+from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
+from fedanon.parties.inbox import RunInbox
+from fedanon.parties.logs import EventLog
+from fedanon.parties.resultwire import encode_result
+from fedanon.parties.tls import ChannelPool, caller_name, server_credentials, server_options
+from fedanon.proto import fedanon_pb2 as pb
+from fedanon.proto import fedanon_pb2_grpc as pb_grpc
+from fedanon.protocols.api import LocalData, RoleContext, RunSettings
+
+VERSION = "fedanon-party/1"
+_KEEP_FINISHED = 64
+
+
+def request_digest(request: pb.RunRequest) -> str:
+    """Canonical digest of a run request, so the coordinator can see that all parties agree."""
+    canonical = json.dumps(
+        {
+            "run_id": request.run_id, "protocol": request.protocol, "distribution": request.distribution,
+            "parties": [[p.name, p.role] for p in request.parties],
+            "result_recipient": request.result_recipient,
+            "config": json.loads(request.config_json or "{}"), "options": json.loads(request.options_json or "{}"),
+        },
+        sort_keys=True, separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class RunState:
+    settings: RunSettings
+    inbox: RunInbox
+    local: LocalData | None
+    status: str = "prepared"  # prepared | running | done | failed
+    detail: str = ""
+    events: "queue.Queue[pb.RunEvent | None]" = field(default_factory=queue.Queue)
+    transport: GrpcTransport | None = None
+    started: float = 0.0
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (VmHWM), in MiB."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class PartyService(pb_grpc.PartyServicer):
+    def __init__(self, cfg: PartyConfig, log: EventLog) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.pool = ChannelPool(cfg.tls, cfg.limits)
+        self._runs: dict[str, RunState] = {}
+        self._lock = threading.Lock()
+        self._data_cache: tuple[Any, LocalData] | None = None
+        self.stopping = False
+
+    # ------------------------------------------------------------------ auth
+    def _authorize(self, context: grpc.ServicerContext, rpc: str, *, peers: bool, coordinators: bool) -> str:
+        name = caller_name(context)
+        allowed = (set(self.cfg.peers) if peers else set()) | (set(self.cfg.coordinators) if coordinators else set())
+        if name is None or name not in allowed:
+            self.log("refused", level="warning", rpc=rpc, caller=name or "<no certificate>", peer=context.peer())
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"party {self.cfg.name!r} refuses {rpc} from certificate name {name!r}: not on its allow-list",
+            )
+        return name  # type: ignore[return-value]
+
+    def _run(self, run_id: str, context: grpc.ServicerContext) -> RunState:
+        with self._lock:
+            state = self._runs.get(run_id)
+        if state is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party {self.cfg.name!r} does not know run {run_id!r}")
+        return state  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ RPCs
+    def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingReply:
+        self._authorize(context, "Ping", peers=True, coordinators=True)
+        reply = pb.PingReply(name=self.cfg.name, version=VERSION)
+        if request.run_id:
+            with self._lock:
+                state = self._runs.get(request.run_id)
+            if state is None:
+                reply.run_state = "unknown"
+            else:
+                reply.run_state = "failed" if state.inbox.aborted and state.status != "done" else state.status
+                reply.detail = state.detail or (state.inbox.aborted or "")
+        return reply
+
+    def Prepare(self, request: pb.RunRequest, context: grpc.ServicerContext) -> pb.PrepareReply:
+        caller = self._authorize(context, "Prepare", peers=False, coordinators=True)
+        if self.stopping:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"party {self.cfg.name!r} is shutting down")
+        try:
+            settings, local = self._settings(request)
+        except FedanonError as exc:
+            self.log("prepare_failed", level="error", run=request.run_id, coordinator=caller, error=str(exc))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party {self.cfg.name!r}: {exc}")
+        with self._lock:
+            if request.run_id in self._runs:
+                context.abort(grpc.StatusCode.ALREADY_EXISTS, f"party {self.cfg.name!r} already has run {request.run_id!r}")
+            self._runs[request.run_id] = RunState(settings=settings, inbox=RunInbox(), local=local)
+            self._forget_old_runs()
+        self.log("prepared", run=request.run_id, coordinator=caller, protocol=settings.protocol,
+                 role=settings.parties[self.cfg.name], parties=",".join(settings.parties))
+        return pb.PrepareReply(name=self.cfg.name, request_digest=request_digest(request), has_data=local is not None)
+
+    def Start(self, request: pb.StartRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
+        caller = self._authorize(context, "Start", peers=False, coordinators=True)
+        state = self._run(request.run_id, context)
+        with self._lock:
+            if state.status != "prepared":
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"run {request.run_id!r} is already {state.status}")
+            state.status = "running"
+        state.started = time.perf_counter()
+        state.transport = GrpcTransport(
+            self.cfg.name, request.run_id, list(state.settings.parties),
+            PeerLinks(self.pool, self.cfg.peers), state.inbox, self.cfg.limits,
+            on_phase=lambda phase, what: self._phase_event(state, phase, what),
+        )
+
+        def coordinator_gone() -> None:
+            if state.status == "running":
+                self._fail(state, f"coordinator {caller!r} disconnected from party {self.cfg.name!r}", propagate=True)
+
+        context.add_callback(coordinator_gone)
+        self.log("run_start", run=request.run_id, coordinator=caller)
+        threading.Thread(target=self._execute, args=(state,), name=f"run-{request.run_id[:8]}", daemon=True).start()
+        while True:
+            event = state.events.get()
+            if event is None:
+                return
+            yield event
+
+    def Deliver(self, request_iterator: Iterator[pb.Chunk], context: grpc.ServicerContext) -> pb.DeliverAck:
+        peer = self._authorize(context, "Deliver", peers=True, coordinators=False)
+        first = next(request_iterator, None)
+        if first is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty message stream")
+        if first.sender != peer:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"certificate {peer!r} may not send as {first.sender!r}")
+        state = self._run(first.run_id, context)
+        if peer not in state.settings.parties:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{peer!r} is not a party of run {first.run_id!r}")
+        if state.inbox.aborted:
+            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: {state.inbox.aborted}")
+        total = first.total_size
+        if total > self.cfg.limits.max_payload_bytes:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"message of {total} bytes exceeds the limit of party {self.cfg.name!r} "
+                          f"({self.cfg.limits.max_payload_bytes} bytes)")
+        # BytesIO hands its buffer to getvalue() without a copy, so a payload costs ~1x its size here.
+        buf = io.BytesIO()
+        buf.write(first.data)
+        wire = first.ByteSize()
+        for chunk in request_iterator:
+            if buf.tell() + len(chunk.data) > total:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"message {first.topic!r} longer than announced")
+            buf.write(chunk.data)
+            wire += chunk.ByteSize()
+        if buf.tell() != total:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"message {first.topic!r} truncated: {buf.tell()} of {total} bytes")
+        payload = buf.getvalue()
+        del buf
+        state.inbox.wire_received[(state.transport.phase if state.transport else "setup", peer)] += wire
+        state.inbox.put(peer, first.topic, payload)
+        self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic, bytes=total)
+        return pb.DeliverAck(received=total)
+
+    def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.AbortReply:
+        caller = self._authorize(context, "Abort", peers=True, coordinators=True)
+        with self._lock:
+            state = self._runs.get(request.run_id)
+        if state is None:
+            return pb.AbortReply(known=False)
+        who = "coordinator" if caller in self.cfg.coordinators and caller not in self.cfg.peers else "party"
+        reason = f"{who} {caller!r} aborted the run: {request.reason}"
+        if state.status in ("prepared", "running"):
+            self._fail(state, reason, propagate=False)
+        return pb.AbortReply(known=True)
+
+    # ------------------------------------------------------------------ run execution
+    def _settings(self, request: pb.RunRequest) -> tuple[RunSettings, LocalData | None]:
+        parties = {p.name: p.role for p in request.parties}
+        if self.cfg.name not in parties:
+            raise InputError(f"this party is not part of run {request.run_id!r}")
+        for name in parties:
+            if name != self.cfg.name and name not in self.cfg.peers:
+                raise InputError(f"party {name!r} of the run is not on this party's allow-list [peers]")
+        try:
+            config_dict = json.loads(request.config_json or "{}")
+            options = json.loads(request.options_json or "{}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed run request: {exc}") from None
+        config = None
+        if config_dict:
+            from fedanon.engine.config import AnonymizationConfig
+
+            config = AnonymizationConfig.from_dict(config_dict)
+            config.validate()
+        settings = RunSettings(
+            run_id=request.run_id, protocol=request.protocol, distribution=request.distribution,  # type: ignore[arg-type]
+            config=config, parties=parties, result_recipient=request.result_recipient,  # type: ignore[arg-type]
+            options=options,
+        )
+        from fedanon.protocols.registry import role_function
+
+        role_function(settings.protocol, parties[self.cfg.name])  # unknown protocol/role fails here, before Start
+        local = None
+        if self.cfg.data is not None and parties[self.cfg.name] == "primary" and settings.protocol.upper() != "CHECK":
+            local = self._local_data()
+        return settings, local
+
+    def _local_data(self) -> LocalData:
+        from fedanon.parties.localdata import load_local_data
+
+        data = self.cfg.data
+        assert data is not None
+        paths = [data.csv, *data.quasi_identifiers.values(), *(p for p in data.sensitive.values() if p)]
+        try:
+            stamp = tuple((str(p), os.stat(p).st_mtime_ns) for p in paths)
+        except OSError as exc:
+            raise InputError(f"cannot read data file {exc.filename}: {exc.strerror}") from None
+        if self._data_cache is None or self._data_cache[0] != stamp:
+            self._data_cache = (stamp, load_local_data(data))
+        return self._data_cache[1]
+
+    def _phase_event(self, state: RunState, phase: str, what: str) -> None:
+        elapsed = time.perf_counter() - state.started
+        state.events.put(pb.RunEvent(phase=pb.PhaseEvent(party=self.cfg.name, phase=phase, state=what, elapsed_s=elapsed)))
+        self.log("phase", run=state.settings.run_id, phase=phase, state=what, elapsed_s=elapsed)
+
+    def _execute(self, state: RunState) -> None:
+        from fedanon.protocols.registry import role_function
+
+        settings = state.settings
+        transport = state.transport
+        assert transport is not None
+        try:
+            role = settings.parties[self.cfg.name]
+            fn = role_function(settings.protocol, role)
+            outcome = fn(RoleContext(me=self.cfg.name, transport=transport, settings=settings, local=state.local))
+            report: dict[str, Any] = {"role": role, **(outcome.report or {})}
+            if outcome.result is not None and hasattr(outcome.result, "to_report"):
+                report.setdefault("result", outcome.result.to_report())
+            report["traffic"] = transport.report()
+            report["elapsed_s"] = round(time.perf_counter() - state.started, 6)
+            report["peak_rss_mib"] = round(peak_rss_mib(), 1)
+            if self.cfg.name == settings.result_recipient and outcome.output_rows is not None:
+                blob = encode_result(outcome.output_columns or [], outcome.output_rows)
+                step = self.cfg.limits.chunk_bytes
+                for start in range(0, len(blob), step):
+                    state.events.put(pb.RunEvent(result_chunk=blob[start:start + step]))
+            with self._lock:
+                if state.inbox.aborted:
+                    raise PeerError(state.inbox.aborted)
+                state.status = "done"
+            state.events.put(pb.RunEvent(report_json=json.dumps(report, default=_jsonable)))
+            self.log("run_done", run=settings.run_id, elapsed_s=report["elapsed_s"])
+        except Exception as exc:  # every failure must reach the coordinator and the peers
+            if isinstance(exc, FedanonError):
+                message = str(exc)
+            else:
+                message = f"{self.cfg.name}: internal error {type(exc).__name__}: {exc}"
+                self.log("internal_error", level="error", run=settings.run_id, trace=traceback.format_exc(limit=5))
+            if not message.startswith(f"{self.cfg.name}:"):
+                message = f"{self.cfg.name}: {message}"
+            self._fail(state, message, propagate=True)
+        finally:
+            state.events.put(None)
+
+    def _fail(self, state: RunState, message: str, propagate: bool) -> None:
+        with self._lock:
+            if state.status in ("done", "failed"):
+                return
+            state.status = "failed"
+            state.detail = message
+        first = state.inbox.abort(message)
+        self.log("run_failed", level="error", run=state.settings.run_id, error=message)
+        state.events.put(pb.RunEvent(error=message))
+        if state.transport is None:
+            state.events.put(None)  # never started: no worker will close the event stream
+        if propagate and state.transport is not None:
+            threading.Thread(target=state.transport.abort, args=(message,), daemon=True).start()
+        del first
+
+    def _forget_old_runs(self) -> None:
+        finished = [rid for rid, s in self._runs.items() if s.status in ("done", "failed")]
+        for rid in finished[:-_KEEP_FINISHED] if len(finished) > _KEEP_FINISHED else []:
+            del self._runs[rid]
+
+    def abort_all(self, reason: str) -> None:
+        with self._lock:
+            active = [s for s in self._runs.values() if s.status in ("prepared", "running")]
+        for state in active:
+            self._fail(state, f"{self.cfg.name}: {reason}", propagate=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+class PartyDaemon:
+    """The gRPC server around `PartyService`, with start/stop and signal-driven shutdown."""
+
+    def __init__(self, cfg: PartyConfig, log: EventLog | None = None, max_workers: int = 32) -> None:
+        self.cfg = cfg
+        self.log = log or EventLog(cfg.name)
+        self.service = PartyService(cfg, self.log)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+                                  options=server_options(cfg.limits))
+        pb_grpc.add_PartyServicer_to_server(self.service, self.server)
+        try:
+            self.port = self.server.add_secure_port(cfg.listen, server_credentials(cfg.tls))
+        except RuntimeError as exc:
+            raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen}: {exc}") from None
+        if self.port == 0:
+            raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen} (address in use or not local)")
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        self.server.start()
+        self.log("serving", listen=self.cfg.listen, port=self.port, peers=",".join(self.cfg.peers),
+                 coordinators=",".join(self.cfg.coordinators), has_data=self.cfg.data is not None)
+
+    def stop(self, grace: float = 3.0) -> None:
+        if self._stopped.is_set():
+            return
+        self.service.stopping = True
+        self.service.abort_all("party is shutting down")
+        self.server.stop(grace).wait(grace + 1)
+        self.service.pool.close()
+        self._stopped.set()
+        self.log("stopped")
+
+    def serve_forever(self, ready_file: Path | None = None) -> None:
+        """Serve until SIGTERM/SIGINT, then shut down gracefully (active runs are aborted at every peer)."""
+        stop = threading.Event()
+
+        def on_signal(signum: int, _frame: object) -> None:
+            self.log("signal", signal=signal.Signals(signum).name)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.start()
+        if ready_file is not None:
+            tmp = ready_file.with_name(ready_file.name + ".tmp")
+            tmp.write_text(str(self.port))
+            os.replace(tmp, ready_file)
+        while not stop.wait(0.5):
+            pass
+        self.stop()

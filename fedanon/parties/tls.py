@@ -1,0 +1,104 @@
+"""Mutual-TLS plumbing for gRPC: server credentials, client channels, peer identity.
+
+Trust is pinned to the run CA alone (it is the only root handed to gRPC), so a
+certificate from any other CA fails the handshake. Clients dial peers with the
+peer's *party name* as TLS target name, so a daemon also proves to its caller
+that it is the party the caller meant. Servers read the caller's certificate
+name from the auth context on every RPC and compare it with an allow-list.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+
+from fedanon.parties.config import Limits, TlsFiles
+
+_MSG_SLACK = 1 << 20  # protobuf framing around a full chunk
+
+
+def channel_options(limits: Limits, target_name: str | None = None) -> list[tuple[str, object]]:
+    size = limits.chunk_bytes + _MSG_SLACK
+    opts: list[tuple[str, object]] = [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+        # A restarted peer must be reachable again quickly, not after minutes of backoff.
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.min_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    if target_name:
+        opts.append(("grpc.ssl_target_name_override", target_name))
+    return opts
+
+
+def server_options(limits: Limits) -> list[tuple[str, object]]:
+    size = limits.chunk_bytes + _MSG_SLACK
+    return [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    cert, key, ca = tls.read()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
+def client_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
+    cert, key, ca = tls.read()
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def open_channel(address: str, peer_name: str, creds: grpc.ChannelCredentials, limits: Limits) -> grpc.Channel:
+    return grpc.secure_channel(address, creds, options=channel_options(limits, peer_name))
+
+
+def caller_name(context: grpc.ServicerContext) -> str | None:
+    """The CN of the authenticated client certificate (None without mutual TLS)."""
+    auth = context.auth_context()
+    if auth.get("transport_security_type") != [b"ssl"]:
+        return None
+    names = auth.get("x509_common_name") or []
+    return names[0].decode("utf-8", "replace") if names else None
+
+
+class ChannelPool:
+    """One channel per peer, reused across runs; dropped after a failure so a restarted peer is redialled."""
+
+    def __init__(self, tls: TlsFiles, limits: Limits) -> None:
+        self._creds = client_credentials(tls)
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._channels: dict[tuple[str, str], grpc.Channel] = {}
+
+    def get(self, name: str, address: str) -> grpc.Channel:
+        with self._lock:
+            key = (name, address)
+            ch = self._channels.get(key)
+            if ch is None:
+                ch = self._channels[key] = open_channel(address, name, self._creds, self._limits)
+            return ch
+
+    def drop(self, name: str, address: str) -> None:
+        with self._lock:
+            ch = self._channels.pop((name, address), None)
+        if ch is not None:
+            ch.close()
+
+    def close(self) -> None:
+        with self._lock:
+            chans, self._channels = list(self._channels.values()), {}
+        for ch in chans:
+            ch.close()

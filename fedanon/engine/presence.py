@@ -7,13 +7,17 @@ released S can infer for a person in class E that Pr(person ∈ S) =
 |E ∩ S| / |E|. (δmin, δmax)-presence demands δmin ≤ that ratio ≤ δmax for every
 released class.
 
-Semantics with suppression and the other models (as ARX implements them):
-* only classes containing research-subset rows are released and checked; a
-  class without subset rows publishes nothing and never counts as suppressed;
-* k-anonymity, ℓ-diversity and t-closeness apply to the released rows, i.e. to
-  the subset part of each class;
-* a failing class has its subset rows suppressed; the limit is
-  floor(suppression × |S|).
+Semantics with suppression and the other models (fedanon):
+* classes are formed over the whole population (the input table); a class
+  that contains research-subset rows must satisfy δmin ≤ δ ≤ δmax; a class
+  without subset rows publishes nothing, so δ is not checked for it (as in ARX);
+* k-anonymity, ℓ-diversity and t-closeness are judged on the same population
+  classes, so k means "every published record matches at least k persons of
+  the population" (the k-map reading natural when the attacker's background
+  knowledge is the population table);
+* a class failing any model is suppressed as a whole; the limit is
+  floor(suppression × population rows), as for every other model;
+* `fedanon anonymize` writes only the research-subset rows (the release).
 
 Monotonicity: without suppression δ-presence is monotone (§3.2.4) as long as
 δmin = 0. With δmin > 0, ignoring classes without subset rows breaks it (a

@@ -18,10 +18,11 @@ Semantics checked (the same as documented for the engine):
 * the number of suppressed rows is at most ``floor(suppression × n)``.
 
 δ-presence (research subset S of the population table = the input): classes
-are formed over the whole population; only classes that contain research-
-subset rows are released; k, ℓ and t are evaluated on the subset rows of a
-class, δ = |class ∩ S| / |class|, and the suppression limit counts subset
-rows (``floor(suppression × |S|)``). Rows outside S are never published.
+are formed over the whole population and every model (k, ℓ, t) is judged on
+those population classes; a class containing research-subset rows must have
+δmin ≤ |class ∩ S| / |class| ≤ δmax (classes without subset rows publish
+nothing and are not checked for δ); the suppression limit is
+``floor(suppression × n)`` over all rows, as for the other models.
 """
 
 from __future__ import annotations
@@ -244,23 +245,24 @@ def verify_anonymized(
             if not matches and not all_star(r):
                 problems.append(f"row {r + 1}: QI cells neither generalized nor suppressed")
 
-    # 4. Suppression limit (counts research-subset rows only).
-    n_subset = sum(subset)
-    n_suppressed = sum(1 for r in range(n) if subset[r] and not released[r])
-    limit = math.floor(float(_cfg(config, "suppression", 0.0)) * n_subset + 1e-9)
+    # 4. Suppression limit (all rows: the engine suppresses whole population classes).
+    n_suppressed = sum(1 for r in range(n) if not released[r])
+    limit = math.floor(float(_cfg(config, "suppression", 0.0)) * n + 1e-9)
     if n_suppressed > limit:
         problems.append(f"{n_suppressed} rows suppressed, limit is {limit}")
     if reported_suppressed_rows is not None and reported_suppressed_rows != n_suppressed:
         problems.append(f"report says {reported_suppressed_rows} suppressed rows, output has {n_suppressed}")
 
-    # 5. Group released rows by their output QI tuple (population rows too, for δ).
-    subset_classes: dict[tuple[bytes, ...], list[int]] = defaultdict(list)
-    population_classes: Counter = Counter()
+    # 5. Group released rows by their output QI tuple; count research-subset rows per class.
+    classes: dict[tuple[bytes, ...], list[int]] = defaultdict(list)
+    subset_in_class: Counter = Counter()
     for r in range(n):
-        key = tuple(gens[q][raw[r][col[q]]][levels[q]] for q in qis)
-        population_classes[key] += 1
-        if released[r] and subset[r]:
-            subset_classes[key].append(r)
+        if not released[r]:
+            continue
+        key = tuple(out[r][col[q]] for q in qis)
+        classes[key].append(r)
+        if subset[r]:
+            subset_in_class[key] += 1
 
     k = int(_cfg(config, "k", 1) or 1)
     ldiv = _cfg(config, "l_diversity")
@@ -273,12 +275,12 @@ def verify_anonymized(
     sens_gen = None
     if tclose is not None:
         s_col = col[_sub(tclose, "attribute")]
-        totals = Counter(raw[r][s_col] for r in range(n) if subset[r])
-        overall = {v: c / n_subset for v, c in totals.items()}
+        totals = Counter(raw[r][s_col] for r in range(n))
+        overall = {v: c / n for v, c in totals.items()}
         if _sub(tclose, "kind") == "hierarchical":
             sens_gen = _generalizer(hierarchies[_sub(tclose, "attribute")])
 
-    for key, members in subset_classes.items():
+    for key, members in classes.items():
         label = "(" + ", ".join(v.decode("utf-8", "replace") for v in key) + ")"
         if len(members) < k:
             problems.append(f"class {label}: {len(members)} rows < k={k}")
@@ -296,8 +298,8 @@ def verify_anonymized(
                 d = _emd_equal(counts, overall)
             if d > float(_sub(tclose, "t")) + EPS:
                 problems.append(f"class {label}: EMD {d:.6f} > t={_sub(tclose, 't')}")
-        if delta is not None:
-            d = len(members) / population_classes[key]
+        if delta is not None and subset_in_class[key] > 0:
+            d = subset_in_class[key] / len(members)
             dmin, dmax = float(_sub(delta, "dmin")), float(_sub(delta, "dmax"))
             if not (dmin - EPS <= d <= dmax + EPS):
                 problems.append(f"class {label}: delta {d:.6f} outside [{dmin:g}, {dmax:g}]")

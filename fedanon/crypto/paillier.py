@@ -1,0 +1,415 @@
+"""Paillier encryption for Protocol C's hidden row counters, with class-count packing.
+
+Protocol C gives every row an encrypted counter (1 real, 0 pseudotuple); for every node
+the search tests, the helper multiplies the counters of each equivalence class (=
+homomorphic addition) and the key holder decrypts the class sizes. Two costs dominate:
+encrypting one counter per row, and decrypting one sum per class per node. This module
+attacks both, at a 3072-bit modulus (≈ 128-bit security):
+
+* g = n + 1, so g^m = 1 + m·n mod n² (no exponentiation for the message part).
+* Randomizers (the expensive r^n mod n²) use the Damgård-Jurik-Nielsen form h_s^a with
+  h_s = (-x²)^n mod n² published with the public key and a of ⌈k/2⌉ bits (k = |n|), as in
+  DJN's paper and the ABY framework; a fixed-base window table turns each randomizer into
+  ~k/12 modular multiplications. The classic r^n with a full random r stays available
+  (`fast=False`), and is what `phe` does.
+* The key holder decrypts with the CRT (two half-size exponentiations).
+* `CountPacker` packs ~190 class counts (16-bit slots) into one ciphertext with Horner's
+  scheme over fixed-width slots, computed homomorphically by the helper, so the key holder
+  decrypts one ciphertext per ~190 classes instead of one per class. Overflowing a slot
+  would silently corrupt neighbouring counts, so it is refused up front.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Iterable, Sequence
+
+import gmpy2
+from gmpy2 import mpz
+
+from fedanon.crypto import parallel
+from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
+
+DEFAULT_BITS = 3072
+MIN_BITS = 3072
+#: Fixed-base window width for DJN randomizers: 2^w table entries per window.
+_WINDOW = 6
+
+
+def _randbits(bits: int) -> mpz:
+    return mpz(int.from_bytes(os.urandom((bits + 7) // 8), "big") >> (-bits % 8))
+
+
+def _random_prime(bits: int) -> mpz:
+    while True:
+        cand = _randbits(bits) | (mpz(3) << (bits - 2)) | 1  # top two bits set: |p·q| = 2·bits
+        p = gmpy2.next_prime(cand)
+        if p.bit_length() == bits and gmpy2.is_prime(p, 50):
+            return p
+
+
+def _random_unit(n: mpz) -> mpz:
+    while True:
+        r = _randbits(n.bit_length()) % n
+        if r > 1 and gmpy2.gcd(r, n) == 1:
+            return r
+
+
+class _FixedBase:
+    """Table of h^(j·2^(w·i)) mod m so that h^a costs one multiplication per w bits of a."""
+
+    __slots__ = ("rows", "mod", "mask", "w")
+
+    def __init__(self, h: mpz, mod: mpz, exp_bits: int, w: int = _WINDOW) -> None:
+        self.mod, self.w, self.mask = mod, w, (1 << w) - 1
+        self.rows: list[list[mpz]] = []
+        base = h
+        for _ in range(-(-exp_bits // w)):
+            row = [mpz(1), base]
+            for _ in range(2, 1 << w):
+                row.append(row[-1] * base % mod)
+            self.rows.append(row)
+            base = row[-1] * base % mod
+        # `base` after the last row is unused.
+
+    def pow(self, a: int) -> mpz:
+        acc, mod, mask, w = mpz(1), self.mod, self.mask, self.w
+        for row in self.rows:
+            if not a:
+                break
+            d = a & mask
+            if d:
+                acc = acc * row[d] % mod
+            a >>= w
+        return acc
+
+
+_tables: dict[tuple[int, int], _FixedBase] = {}
+
+
+class PaillierPublicKey:
+    """Encrypts and adds; held by every party and the helper."""
+
+    __slots__ = ("n", "nsquare", "hs", "bits", "_byte_len", "_rbits")
+
+    def __init__(self, n: int, hs: int | None = None) -> None:
+        n = mpz(n)
+        if n.bit_length() < MIN_BITS or n % 2 == 0:
+            raise KeyFormatError(f"Paillier modulus must be an odd number of >= {MIN_BITS} bits, got {n.bit_length()}")
+        self.n = n
+        self.nsquare = n * n
+        self.bits = n.bit_length()
+        self.hs = mpz(hs) if hs is not None else None
+        if self.hs is not None and not 1 < self.hs < self.nsquare:
+            raise KeyFormatError("Paillier DJN base h_s is out of range")
+        self._byte_len = (self.nsquare.bit_length() + 7) // 8
+        self._rbits = (self.bits + 1) // 2
+
+    # -- serialization ----------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """n and (optionally) h_s, each length-prefixed."""
+        nb = int(self.n).to_bytes((self.bits + 7) // 8, "big")
+        hb = int(self.hs).to_bytes(self._byte_len, "big") if self.hs is not None else b""
+        return len(nb).to_bytes(4, "big") + nb + len(hb).to_bytes(4, "big") + hb
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "PaillierPublicKey":
+        try:
+            ln = int.from_bytes(data[:4], "big")
+            n = int.from_bytes(data[4: 4 + ln], "big")
+            lh = int.from_bytes(data[4 + ln: 8 + ln], "big")
+            hb = data[8 + ln: 8 + ln + lh]
+            if len(data) != 8 + ln + lh or len(hb) != lh:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise KeyFormatError("malformed serialized Paillier public key") from None
+        return cls(n, int.from_bytes(hb, "big") if lh else None)
+
+    def __reduce__(self):
+        return (PaillierPublicKey, (int(self.n), int(self.hs) if self.hs is not None else None))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaillierPublicKey) and other.n == self.n and other.hs == self.hs
+
+    def __hash__(self) -> int:
+        return hash(int(self.n))
+
+    @property
+    def ciphertext_bytes(self) -> int:
+        """Fixed width of one serialized ciphertext."""
+        return self._byte_len
+
+    @property
+    def max_plaintext(self) -> int:
+        return int(self.n) - 1
+
+    # -- encryption ---------------------------------------------------------------------
+    def _table(self) -> _FixedBase:
+        key = (int(self.n), int(self.hs))
+        t = _tables.get(key)
+        if t is None:
+            if len(_tables) > 4:
+                _tables.clear()
+            t = _tables[key] = _FixedBase(self.hs, self.nsquare, self._rbits)
+        return t
+
+    def randomizer(self, fast: bool = True) -> mpz:
+        """A fresh r^n mod n²-type factor (DJN fixed-base if available and `fast`)."""
+        if fast and self.hs is not None:
+            return self._table().pow(_randbits(self._rbits))
+        return gmpy2.powmod(_random_unit(self.n), self.n, self.nsquare)
+
+    def _check_plain(self, m: int) -> mpz:
+        m = mpz(m)
+        if not 0 <= m < self.n:
+            raise SlotOverflowError(f"Paillier plaintext must be in [0, n); got a {m.bit_length()}-bit value")
+        return m
+
+    def encrypt(self, m: int, fast: bool = True) -> mpz:
+        """Enc(m) = (1 + m·n) · randomizer mod n²."""
+        m = self._check_plain(m)
+        return (1 + m * self.n) % self.nsquare * self.randomizer(fast) % self.nsquare
+
+    def _encrypt_chunk(self, ms: Sequence[int], fast: bool) -> list[mpz]:
+        return [self.encrypt(m, fast) for m in ms]
+
+    def encrypt_many(self, ms: Sequence[int], workers: int | None = None, fast: bool = True) -> list[mpz]:
+        """Encrypt a batch over all cores (`workers=None`), results in input order."""
+        return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast), ms, workers=workers,
+                                    min_parallel=64)
+
+    def encrypt_zero_one(self, bits: Sequence[bool | int], workers: int | None = None) -> list[mpz]:
+        """Row counters of Protocol C: Enc(1) for real rows, Enc(0) for pseudotuples."""
+        return self.encrypt_many([1 if b else 0 for b in bits], workers=workers)
+
+    # -- homomorphic operations ---------------------------------------------------------
+    def add(self, c1: int, c2: int) -> mpz:
+        """Enc(m1) ⊕ Enc(m2) = Enc(m1 + m2 mod n)."""
+        return mpz(c1) * c2 % self.nsquare
+
+    def add_plain(self, c: int, m: int) -> mpz:
+        return mpz(c) * (1 + self._check_plain(m) * self.n) % self.nsquare
+
+    def mul_plain(self, c: int, k: int) -> mpz:
+        """Enc(m)^k = Enc(k·m mod n)."""
+        return gmpy2.powmod(mpz(c), mpz(k), self.nsquare)
+
+    def rerandomize(self, c: int) -> mpz:
+        return mpz(c) * self.randomizer() % self.nsquare
+
+    def sum(self, ciphertexts: Iterable[int]) -> mpz:
+        acc, n2 = mpz(1), self.nsquare
+        for c in ciphertexts:
+            acc = acc * c % n2
+        return acc
+
+    def sum_by_class(self, ciphertexts: Sequence[int], class_ids: Sequence[int], n_classes: int) -> list[mpz]:
+        """Homomorphic per-class sums: out[j] = Enc(Σ m_i for class_ids[i] == j).
+
+        An empty class gets the trivial encryption of 0 (the value 1).
+        """
+        if len(ciphertexts) != len(class_ids):
+            raise ValueError(f"{len(ciphertexts)} ciphertexts but {len(class_ids)} class ids")
+        acc = [mpz(1)] * n_classes
+        n2 = self.nsquare
+        for c, j in zip(ciphertexts, class_ids):
+            acc[j] = acc[j] * c % n2
+        return acc
+
+    # -- ciphertext wire format -----------------------------------------------------------
+    def ciphertexts_to_bytes(self, cts: Sequence[int]) -> bytes:
+        """Concatenated fixed-width big-endian ciphertexts."""
+        w = self._byte_len
+        return b"".join(int(c).to_bytes(w, "big") for c in cts)
+
+    def ciphertexts_from_bytes(self, data: bytes) -> list[mpz]:
+        w = self._byte_len
+        if len(data) % w:
+            raise DecryptionError(f"ciphertext block of {len(data)} bytes is not a multiple of {w}")
+        out = [mpz(int.from_bytes(data[i: i + w], "big")) for i in range(0, len(data), w)]
+        for i, c in enumerate(out):
+            if not 0 < c < self.nsquare:
+                raise DecryptionError(f"Paillier ciphertext #{i} is out of range")
+        return out
+
+
+def _encrypt_chunk(pk: PaillierPublicKey, fast: bool, ms: Sequence[int]) -> list[mpz]:
+    return pk._encrypt_chunk(ms, fast)
+
+
+def _decrypt_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[int]:
+    return [sk.decrypt(c) for c in cs]
+
+
+class PaillierPrivateKey:
+    """The key holder's half: decrypts with the CRT."""
+
+    __slots__ = ("public_key", "p", "q", "_psq", "_qsq", "_hp", "_hq", "_qinv")
+
+    def __init__(self, public_key: PaillierPublicKey, p: int, q: int) -> None:
+        p, q = mpz(p), mpz(q)
+        if p * q != public_key.n or p == q:
+            raise KeyFormatError("Paillier private factors do not match the public modulus")
+        self.public_key = public_key
+        self.p, self.q = p, q
+        self._psq, self._qsq = p * p, q * q
+        g = public_key.n + 1
+        self._hp = gmpy2.invert(self._l(gmpy2.powmod(g, p - 1, self._psq), p), p)
+        self._hq = gmpy2.invert(self._l(gmpy2.powmod(g, q - 1, self._qsq), q), q)
+        self._qinv = gmpy2.invert(q, p)
+
+    @staticmethod
+    def _l(x: mpz, d: mpz) -> mpz:
+        return (x - 1) // d
+
+    def decrypt(self, c: int) -> int:
+        """CRT decryption: m mod p and m mod q from half-size exponentiations, then recombine."""
+        c = mpz(c)
+        if not 0 < c < self.public_key.nsquare:
+            raise DecryptionError("Paillier ciphertext is out of range")
+        p, q = self.p, self.q
+        mp = self._l(gmpy2.powmod(c % self._psq, p - 1, self._psq), p) * self._hp % p
+        mq = self._l(gmpy2.powmod(c % self._qsq, q - 1, self._qsq), q) * self._hq % q
+        return int(mq + q * ((mp - mq) * self._qinv % p))
+
+    def decrypt_many(self, cs: Sequence[int], workers: int | None = None) -> list[int]:
+        return parallel.map_batches(functools.partial(_decrypt_chunk, self), cs, workers=workers, min_parallel=64)
+
+    def to_bytes(self) -> bytes:
+        """p and q (secret!), length-prefixed, followed by the public key."""
+        pb = int(self.p).to_bytes((self.p.bit_length() + 7) // 8, "big")
+        qb = int(self.q).to_bytes((self.q.bit_length() + 7) // 8, "big")
+        return len(pb).to_bytes(4, "big") + pb + len(qb).to_bytes(4, "big") + qb + self.public_key.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "PaillierPrivateKey":
+        try:
+            lp = int.from_bytes(data[:4], "big")
+            p = int.from_bytes(data[4: 4 + lp], "big")
+            lq = int.from_bytes(data[4 + lp: 8 + lp], "big")
+            q = int.from_bytes(data[8 + lp: 8 + lp + lq], "big")
+            pk = PaillierPublicKey.from_bytes(data[8 + lp + lq:])
+        except (ValueError, IndexError):
+            raise KeyFormatError("malformed serialized Paillier private key") from None
+        return cls(pk, p, q)
+
+    def __reduce__(self):
+        return (PaillierPrivateKey, (self.public_key, int(self.p), int(self.q)))
+
+
+def generate_paillier_keypair(bits: int = DEFAULT_BITS, djn: bool = True) -> PaillierPrivateKey:
+    """A fresh key pair with an exactly `bits`-bit modulus (≥ 3072). Takes a few seconds.
+
+    With `djn`, the public key carries h_s = (-x²)^n mod n² for fast randomizers; the key
+    holder computes it with the CRT.
+    """
+    if bits < MIN_BITS or bits % 2:
+        raise KeyFormatError(f"Paillier modulus must be an even number of bits >= {MIN_BITS}, got {bits}")
+    while True:
+        p, q = _random_prime(bits // 2), _random_prime(bits // 2)
+        n = p * q
+        if p != q and n.bit_length() == bits and gmpy2.gcd(n, (p - 1) * (q - 1)) == 1:
+            break
+    hs = None
+    if djn:
+        x = _random_unit(n)
+        h = (n - x * x % n) % n  # -x² mod n, as in DJN: w.h.p. a generator of the maximal cyclic subgroup of Jacobi +1
+        hs = gmpy2.powmod(h, n, n * n)
+    return PaillierPrivateKey(PaillierPublicKey(n, hs), p, q)
+
+
+class CountPacker:
+    """Pack many encrypted class counts into few ciphertexts (Horner over w-bit slots).
+
+    The helper computes Enc(c_0·2^{w(k-1)} + … + c_{k-1}) = (((E_0)^{2^w}·E_1)^{2^w}…)·E_{k-1}
+    homomorphically; the key holder decrypts that one ciphertext and splits it into the k
+    counts. `max_count` bounds every count (e.g. the number of rows); it fixes w.
+    """
+
+    __slots__ = ("public_key", "max_count", "slot_bits", "slots", "_mask", "_shift")
+
+    def __init__(self, public_key: PaillierPublicKey, max_count: int) -> None:
+        if max_count < 1:
+            raise SlotOverflowError(f"max_count must be >= 1, got {max_count}")
+        self.public_key = public_key
+        self.max_count = int(max_count)
+        self.slot_bits = self.max_count.bit_length()
+        # Leave the top bit of n free so the packed value is always < n.
+        self.slots = (public_key.bits - 1) // self.slot_bits
+        if self.slots < 1:
+            raise SlotOverflowError(f"a count of {max_count} does not fit into a {public_key.bits}-bit plaintext")
+        self._mask = (1 << self.slot_bits) - 1
+        self._shift = mpz(1) << self.slot_bits
+
+    def _check(self, upper_bounds: Sequence[int] | None, n: int) -> None:
+        if upper_bounds is None:
+            return
+        if len(upper_bounds) != n:
+            raise ValueError(f"{n} class sums but {len(upper_bounds)} upper bounds")
+        for i, b in enumerate(upper_bounds):
+            if b > self._mask:
+                raise SlotOverflowError(
+                    f"class #{i} may hold up to {b} rows, more than a {self.slot_bits}-bit slot "
+                    f"(max {self._mask}); build the packer with max_count >= {b}"
+                )
+
+    def pack(self, sums: Sequence[int], upper_bounds: Sequence[int] | None = None) -> list[mpz]:
+        """Helper side: ceil(len(sums)/slots) packed ciphertexts.
+
+        `upper_bounds[i]` (e.g. the number of rows summed into class i — each counter is 0
+        or 1) is checked against the slot width so an overflow is refused, not silently
+        corrupting the neighbouring class.
+        """
+        self._check(upper_bounds, len(sums))
+        n2, e = self.public_key.nsquare, self._shift
+        out: list[mpz] = []
+        for start in range(0, len(sums), self.slots):
+            acc = mpz(sums[start])
+            for c in sums[start + 1: start + self.slots]:
+                acc = gmpy2.powmod(acc, e, n2) * c % n2
+            out.append(acc)
+        return out
+
+    def unpack(self, private_key: PaillierPrivateKey, packed: Sequence[int], count: int,
+               workers: int | None = 1) -> list[int]:
+        """Key-holder side: decrypt the packed ciphertexts and split them into `count` counts."""
+        expected = -(-count // self.slots)
+        if len(packed) != expected:
+            raise DecryptionError(f"{len(packed)} packed ciphertexts for {count} counts; expected {expected}")
+        plains = private_key.decrypt_many(packed, workers=workers)
+        return self.unpack_plain(plains, count)
+
+    def unpack_plain(self, plains: Sequence[int], count: int) -> list[int]:
+        """Split decrypted blocks into counts; a carry out of a block's top slot is an error.
+
+        (That catches only overflows of a block's first slot — the `upper_bounds` check of
+        `pack` is the real guard.)
+        """
+        out: list[int] = []
+        for b, m in enumerate(plains):
+            k = min(self.slots, count - b * self.slots)
+            part = [0] * k
+            for i in range(k - 1, -1, -1):
+                part[i] = m & self._mask
+                m >>= self.slot_bits
+            if m:
+                raise SlotOverflowError(
+                    f"packed block #{b} overflowed its {self.slot_bits}-bit slots (a count exceeded {self._mask})"
+                )
+            out.extend(part)
+        return out
+
+    def pack_plain(self, counts: Sequence[int]) -> list[int]:
+        """Plaintext reference of `pack` (for tests and the key holder's own checks)."""
+        out: list[int] = []
+        for start in range(0, len(counts), self.slots):
+            acc = 0
+            for i, c in enumerate(counts[start: start + self.slots]):
+                if not 0 <= c <= self._mask:
+                    raise SlotOverflowError(
+                        f"count #{start + i} = {c} does not fit a {self.slot_bits}-bit slot (max {self._mask})"
+                    )
+                acc = (acc << self.slot_bits) | c
+            out.append(acc)
+        return out

@@ -1,0 +1,112 @@
+"""Own Paillier (3072-bit, DJN randomizers, CRT decryption) and class-count packing."""
+
+import random
+
+import phe
+import pytest
+
+from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
+from fedanon.crypto.paillier import (
+    CountPacker, PaillierPrivateKey, PaillierPublicKey, generate_paillier_keypair,
+)
+
+
+@pytest.fixture(scope="module")
+def sk() -> PaillierPrivateKey:
+    return generate_paillier_keypair(3072)
+
+
+def test_key_size_and_round_trip(sk):
+    pk = sk.public_key
+    assert pk.bits == 3072 and pk.hs is not None
+    for m in (0, 1, 2, 12345, pk.max_plaintext):
+        c = pk.encrypt(m)
+        assert sk.decrypt(c) == m
+    assert pk.encrypt(1) != pk.encrypt(1)  # probabilistic
+    assert sk.decrypt(pk.encrypt(7, fast=False)) == 7
+
+
+def test_cross_check_with_phe(sk):
+    pk = sk.public_key
+    phe_pk = phe.PaillierPublicKey(int(pk.n))
+    phe_sk = phe.PaillierPrivateKey(phe_pk, int(sk.p), int(sk.q))
+    for m in (0, 1, 99991, 2**200 + 3):
+        assert sk.decrypt(phe_pk.raw_encrypt(m)) == m
+        assert phe_sk.raw_decrypt(int(pk.encrypt(m))) == m
+
+
+def test_additive_homomorphism_and_per_class_sums(sk):
+    pk = sk.public_key
+    a, b = pk.encrypt(20), pk.encrypt(22)
+    assert sk.decrypt(pk.add(a, b)) == 42
+    assert sk.decrypt(pk.add_plain(a, 5)) == 25
+    assert sk.decrypt(pk.mul_plain(a, 3)) == 60
+    assert sk.decrypt(pk.rerandomize(a)) == 20
+    rng = random.Random(3)
+    bits = [rng.randint(0, 1) for _ in range(120)]
+    classes = [rng.randrange(7) for _ in range(120)]
+    cts = pk.encrypt_zero_one(bits, workers=1)
+    sums = pk.sum_by_class(cts, classes, 8)
+    expected = [sum(b for b, c in zip(bits, classes) if c == j) for j in range(8)]
+    assert [sk.decrypt(s) for s in sums] == expected  # class 7 is empty -> 0
+    assert sk.decrypt(pk.sum(cts)) == sum(bits)
+
+
+def test_parallel_encrypt_and_decrypt_keep_order(sk):
+    pk = sk.public_key
+    ms = list(range(80))
+    cts = pk.encrypt_many(ms, workers=2)
+    assert sk.decrypt_many(cts, workers=2) == ms
+
+
+def test_packing_round_trip_at_slot_boundaries(sk):
+    pk = sk.public_key
+    packer = CountPacker(pk, max_count=30162)
+    assert packer.slot_bits == 15 and packer.slots == 3071 // 15
+    top = (1 << 15) - 1
+    counts = [0, top, 1, 0, top] * 50 + [top]  # 251 counts: two packed ciphertexts
+    sums = pk.encrypt_many(counts, workers=1)
+    packed = packer.pack(sums, upper_bounds=[top] * len(counts))
+    assert len(packed) == 2
+    assert packer.unpack(sk, packed, len(counts)) == counts
+    assert packer.pack_plain(counts) == [sk.decrypt(c) for c in packed]
+    single = packer.pack([pk.encrypt(0)])
+    assert packer.unpack(sk, single, 1) == [0]
+
+
+def test_slot_overflow_is_refused_with_a_clear_error(sk):
+    pk = sk.public_key
+    packer = CountPacker(pk, max_count=255)
+    with pytest.raises(SlotOverflowError, match="class #1 may hold up to 256 rows"):
+        packer.pack([pk.encrypt(1), pk.encrypt(1)], upper_bounds=[3, 256])
+    with pytest.raises(SlotOverflowError, match="count #0 = 256"):
+        packer.pack_plain([256])
+    # Without bounds, an overflow of a block's first slot carries out of the block and is caught
+    # when unpacking (lower slots would carry silently: that is why `pack` takes upper bounds).
+    packed = packer.pack([pk.encrypt(256), pk.encrypt(1)])
+    with pytest.raises(SlotOverflowError, match="overflowed"):
+        packer.unpack(sk, packed, 2)
+    with pytest.raises(SlotOverflowError):
+        pk.encrypt(pk.n)
+
+
+def test_serialization_and_bad_input(sk):
+    pk = sk.public_key
+    pk2 = PaillierPublicKey.from_bytes(pk.to_bytes())
+    assert pk2 == pk
+    sk2 = PaillierPrivateKey.from_bytes(sk.to_bytes())
+    c = pk2.encrypt(5)
+    assert sk2.decrypt(c) == 5
+    blob = pk.ciphertexts_to_bytes([c, pk.encrypt(6)])
+    assert len(blob) == 2 * pk.ciphertext_bytes
+    assert [sk.decrypt(x) for x in pk.ciphertexts_from_bytes(blob)] == [5, 6]
+    with pytest.raises(DecryptionError):
+        pk.ciphertexts_from_bytes(blob[:-1])
+    with pytest.raises(DecryptionError):
+        sk.decrypt(0)
+    with pytest.raises(KeyFormatError):
+        PaillierPublicKey.from_bytes(b"\x00\x00")
+    with pytest.raises(KeyFormatError, match=">= 3072"):
+        generate_paillier_keypair(1024)
+    with pytest.raises(KeyFormatError, match="do not match"):
+        PaillierPrivateKey(pk, 3, 5)

@@ -162,16 +162,13 @@ class _Primary:
     def _hello(self) -> dict[str, Any]:
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
-        summary = hello_summary(self.local, config) if not problems else {
-            "columns": list(self.local.columns), "tid_column": self.local.tid_column,
-            "rows": len(self.local.rows), "subset": self.local.research_subset is not None,
-            "hierarchies": [], "heights": {},
-        }
+        summary = hello_summary(self.local, config)
         summary["local_errors"] = [p.public for p in problems]
         summary["public_key"] = self.identity.public_bytes().hex()
         self.transport.send(self.helper, "b/hello", _control(summary))
         control, _ = _open_control(self.transport.receive(self.helper, "b/roster"), "roster")
         if problems:  # name our own values locally, in addition to the global verdict
+            _raise_remote(control, self.me, "details at this party: " + "; ".join(p.private for p in problems))
             raise ProtocolError("; ".join(p.private for p in problems))
         _raise_remote(control, self.me)
         return control
@@ -504,8 +501,8 @@ class _Helper:
         else:
             mismatch = check_tids({p: tables[p] for p in self.primaries}, tid or "")
             if mismatch is not None:
-                for party, count in mismatch.missing_at.items():
-                    errors.append(f"TID sets differ: party {party!r} lacks {count} TID(s) that other parties hold")
+                lacking = ", ".join(f"party {party!r} lacks {count}" for party, count in mismatch.missing_at.items())
+                errors.append(f"TID sets differ between the parties (TIDs held elsewhere: {lacking})")
                 for party, cts in mismatch.only_at.items():
                     for ct in cts:
                         i = len(findings)

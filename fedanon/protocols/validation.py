@@ -153,6 +153,11 @@ def check_schemas(distribution: str, config: AnonymizationConfig, hellos: dict[s
             for c in needed:
                 if c in cols and c not in hellos[party]["hierarchies"]:
                     errors.append(f"party {party!r} has no hierarchy for column {c!r}")
+            for c, height in hellos[party].get("heights", {}).items():
+                ref = hellos[leader].get("heights", {}).get(c)
+                if party != leader and ref is not None and ref != height:
+                    errors.append(f"hierarchies of column {c!r} differ: {ref} levels at party {leader!r}, "
+                                  f"{height} at party {party!r}")
             if delta and not hellos[party]["subset"]:
                 errors.append(f"delta-presence: party {party!r} sent no research-subset flags for its rows")
     elif distribution == "vertical":

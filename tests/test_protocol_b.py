@@ -1,0 +1,288 @@
+"""Protocol B over the in-memory transport: equivalence with the centralized engine, and errors.
+
+The central property (DESIGN.md): for every split, party count, privacy model and
+suppression limit, the decrypted result equals what the engine computes on the pooled
+plaintext -- same transformation, same row multiset. When the pooled data has no
+solution, every party must stop with NoSolutionError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedanon
+from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.engine.csvio import read_table_csv
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import NoSolutionError
+from fedanon.errors import ProtocolError
+from fedanon.protocols.api import LocalData, RunSettings
+from fedanon.protocols.equivalence import centralized, differences
+from fedanon.protocols.local_run import LocalRun, run_in_memory
+from fedanon.protocols.split import split_horizontal, split_vertical
+
+DATA = Path(fedanon.__file__).parent / "data"
+EX_QIS = ["age", "sex", "zipcode"]
+ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+
+
+def _load(name: str, attrs: list[str]) -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
+    columns, rows = read_table_csv(DATA / name / f"{name}.csv")
+    hierarchies = {a: Hierarchy.read_csv(DATA / name / f"{name}_hierarchy_{a}.csv", a) for a in attrs}
+    return columns, rows, hierarchies
+
+
+@pytest.fixture(scope="module")
+def example() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
+    return _load("example", EX_QIS + ["diagnosis"])
+
+
+@pytest.fixture(scope="module")
+def adult_sample() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
+    columns, rows, hierarchies = _load("adult", ADULT_QIS + ["salary-class"])
+    pick = np.random.default_rng(20240501).choice(len(rows), size=1500, replace=False)
+    return columns, [rows[i] for i in sorted(pick.tolist())], hierarchies
+
+
+def settings_for(distribution: str, n: int, config: AnonymizationConfig, options: dict | None = None,
+                 recipient: str = "p1") -> RunSettings:
+    parties = {f"p{i + 1}": "primary" for i in range(n)}
+    parties["helper"] = "helper"
+    return RunSettings(f"test-{distribution}-{n}", "B", distribution, config, parties, recipient, options or {})
+
+
+def run_b(columns: list[str], rows: list[list[str]], hierarchies: dict[str, Hierarchy], config: AnonymizationConfig,
+          distribution: str, n: int, subset: np.ndarray | None = None, options: dict | None = None,
+          recipient: str = "p1", record: bool = False) -> tuple[LocalRun, dict[str, LocalData]]:
+    if distribution == "horizontal":
+        shares = split_horizontal(columns, rows, n, research_subset=subset)
+    else:
+        shares = split_vertical(columns, rows, n, research_subset=subset)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    run = run_in_memory(settings_for(distribution, n, config, options, recipient), local, record=record, timeout_s=120)
+    return run, local
+
+
+def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset=None, options=None,
+                      recipient: str = "p1") -> LocalRun:
+    try:
+        central = centralized(columns, rows, hierarchies, config, subset)
+    except NoSolutionError:
+        central = None
+    run, _ = run_b(columns, rows, hierarchies, config, distribution, n, subset, options, recipient)
+    everyone = [f"p{i + 1}" for i in range(n)] + ["helper"]
+    if central is None:
+        assert sorted(run.errors) == sorted(everyone), run.errors
+        assert all(isinstance(e, NoSolutionError) for e in run.errors.values()), run.errors
+        return run
+    assert not run.errors, run.errors
+    out = run.outcomes[recipient]
+    assert out.output_rows is not None and len(out.output_rows) == len(rows)
+    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
+    # everyone else learns the outcome's metadata, but no rows
+    assert all(run.outcomes[p].output_rows is None for p in everyone if p != recipient)
+    helper = run.outcomes["helper"]
+    assert helper.report["transformation"] == central.result.transformation
+    assert helper.report["information_loss"] == pytest.approx(central.result.information_loss)
+    return run
+
+
+def _subset(n_rows: int) -> np.ndarray:
+    return np.array([i % 3 == 0 for i in range(n_rows)])
+
+
+MODELS = {
+    "k": lambda qis, s, supp, metric: AnonymizationConfig(qis, k=2, suppression=supp, metric=metric),
+    "recursive-l": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, k=1, l_diversity=LDiversity("recursive", 2, s, c=4), suppression=supp, metric=metric),
+    "t-equal": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, t_closeness=TCloseness(0.3, "equal", s), suppression=supp, metric=metric),
+    "t-hierarchical": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, t_closeness=TCloseness(0.2, "hierarchical", s), suppression=supp, metric=metric),
+    "delta": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, k=2, delta_presence=DeltaPresence(0.0, 0.6), suppression=supp, metric=metric),
+}
+
+
+@pytest.mark.parametrize("suppression", [0.0, 0.25])
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_example_equals_centralized(example, distribution: str, n: int, model: str, suppression: float) -> None:
+    columns, rows, hierarchies = example
+    config = MODELS[model](EX_QIS, "diagnosis", suppression, "aecs" if model == "recursive-l" else "nonuniform-entropy")
+    subset = _subset(len(rows)) if model == "delta" else None
+    assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset)
+
+
+def test_example_reference_optimum(example) -> None:
+    """The dissertation's running example: 2-anonymity, no suppression -> (1, 0, 3), also distributed."""
+    columns, rows, hierarchies = example
+    run = assert_equivalent(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2), "horizontal", 3)
+    assert run.outcomes["p1"].report["transformation"] == {"age": 1, "sex": 0, "zipcode": 3}
+
+
+@pytest.mark.parametrize("suppression", [0.0, 0.02])
+@pytest.mark.parametrize("model", ["k", "recursive-l", "t-equal", "delta"])
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_adult_sample_equals_centralized(adult_sample, distribution: str, n: int, model: str,
+                                         suppression: float) -> None:
+    columns, rows, hierarchies = adult_sample
+    qis = ADULT_QIS[:5]
+    config = MODELS[model](qis, "salary-class", suppression, "loss" if model == "k" else "nonuniform-entropy")
+    if model == "k":
+        config.k = 5
+    columns = qis + ["salary-class"]
+    index = [list(adult_sample[0]).index(c) for c in columns]
+    rows = [[r[i] for i in index] for r in rows]
+    subset = _subset(len(rows)) if model == "delta" else None
+    assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset)
+
+
+def test_vertical_per_party_keys_and_other_recipient(example) -> None:
+    columns, rows, hierarchies = example
+    config = AnonymizationConfig(EX_QIS, k=2, suppression=0.25)
+    run = assert_equivalent(columns, rows, hierarchies, config, "vertical", 3, options={"per_party_keys": True},
+                            recipient="p3")
+    # with per-party keys, the other owners took part in the decrypt phase
+    for p in ("p1", "p2"):
+        assert run.outcomes[p].report["traffic"]["bytes_sent_by_phase"].get("decrypt", 0) > 0
+
+
+def test_report_has_phases_and_bytes(example) -> None:
+    columns, rows, hierarchies = example
+    run, _ = run_b(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2), "horizontal", 2)
+    assert not run.errors
+    for name, outcome in run.outcomes.items():
+        assert set(outcome.report["phases"]) == {"encrypt", "integrate", "anonymize", "decrypt"}
+    helper = run.outcomes["helper"].report
+    assert helper["phases"]["anonymize"] > 0
+    received = helper["traffic"]["bytes_received_by_phase"]
+    assert received["encrypt"] > 0
+    sent = helper["traffic"]["bytes_sent_by_phase"]
+    assert sent["decrypt"] > 0
+    assert helper["integration"]["hierarchy_rules_received"] > helper["integration"]["hierarchy_rules_kept"]
+
+
+def test_hierarchy_scope_data_sends_fewer_rules(example) -> None:
+    columns, rows, hierarchies = example
+    config = AnonymizationConfig(EX_QIS, k=2)
+    full, _ = run_b(columns, rows, hierarchies, config, "horizontal", 3)
+    part, _ = run_b(columns, rows, hierarchies, config, "horizontal", 3, options={"hierarchy_scope": "data"})
+    assert not full.errors and not part.errors
+    assert (part.outcomes["helper"].report["integration"]["hierarchy_rules_received"]
+            < full.outcomes["helper"].report["integration"]["hierarchy_rules_received"])
+    assert part.outcomes["p1"].report["transformation"] == full.outcomes["p1"].report["transformation"]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _all_fail(run: LocalRun, n: int, pattern: str, kind: type = ProtocolError) -> None:
+    everyone = [f"p{i + 1}" for i in range(n)] + ["helper"]
+    assert sorted(run.errors) == sorted(everyone), f"outcomes without error: {set(everyone) - set(run.errors)}"
+    for party, exc in run.errors.items():
+        assert isinstance(exc, kind), (party, exc)
+        assert pattern in str(exc), (party, str(exc))
+
+
+def _shares(example, distribution: str, n: int = 3) -> dict[str, LocalData]:
+    columns, rows, hierarchies = example
+    split = split_horizontal if distribution == "horizontal" else split_vertical
+    return {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split(columns, rows, n))}
+
+
+def _run(local: dict[str, LocalData], distribution: str, config=None, options=None, record=False) -> LocalRun:
+    config = config or AnonymizationConfig(EX_QIS, k=2)
+    return run_in_memory(settings_for(distribution, len(local), config, options), local, record=record, timeout_s=60)
+
+
+def test_schema_mismatch_stops_every_party_before_data(example) -> None:
+    local = _shares(example, "horizontal")
+    local["p3"].columns = ["age", "sex", "zip", "diagnosis"]
+    run = _run(local, "horizontal", record=True)
+    _all_fail(run, 3, "schema mismatch (horizontal): party 'p3'")
+    assert "'zip'" in str(run.errors["p1"])
+    # nothing but hellos reached the helper: no b/data was ever sent
+    topics = {topic for _, topic, _ in run.transports["helper"].recorded}
+    assert topics == {"b/hello"}
+
+
+def test_vertical_overlapping_columns(example) -> None:
+    local = _shares(example, "vertical")
+    ages = [r[0] for r in example[1]]
+    local["p2"].columns.append("age")  # p1 holds age too
+    local["p2"].rows = [row + [age] for row, age in zip(local["p2"].rows, ages)]
+    local["p2"].hierarchies = dict(local["p2"].hierarchies, age=example[2]["age"])
+    run = _run(local, "vertical")
+    _all_fail(run, 3, "column 'age' is held by both party 'p1' and party 'p2'")
+
+
+def test_conflicting_hierarchies_named_by_owners_only(example) -> None:
+    local = _shares(example, "horizontal")
+    rows = [list(r) for r in example[2]["age"].rows]
+    i = next(i for i, r in enumerate(rows) if r[0] == b"18")
+    rows[i][1] = b"20-60"  # 18 -> 20-60 at p3 but 18 -> 1-19 elsewhere
+    local["p3"].hierarchies = dict(local["p3"].hierarchies, age=Hierarchy.from_rows("age", rows))
+    run = _run(local, "horizontal")
+    _all_fail(run, 3, "hierarchies of column 'age' disagree between party 'p1' and party 'p3'")
+    assert "'18'" in str(run.errors["p1"]) and "'18'" in str(run.errors["p3"])
+    assert "'18'" not in str(run.errors["p2"]) and "'18'" not in str(run.errors["helper"])
+
+
+def test_hierarchy_height_mismatch(example) -> None:
+    local = _shares(example, "horizontal", 2)
+    rows = [r[:-1] for r in example[2]["zipcode"].rows]
+    local["p2"].hierarchies = dict(local["p2"].hierarchies, zipcode=Hierarchy.from_rows("zipcode", rows))
+    run = _run(local, "horizontal")
+    _all_fail(run, 2, "hierarchies of column 'zipcode' differ: 6 levels at party 'p1', 5 at party 'p2'")
+
+
+def test_duplicate_tids_stop_before_data(example) -> None:
+    local = _shares(example, "vertical")
+    local["p2"].rows[3][0] = local["p2"].rows[0][0]
+    run = _run(local, "vertical", record=True)
+    _all_fail(run, 3, "duplicate TIDs in column 'tid'")
+    assert "'1'" in str(run.errors["p2"])  # the owner sees the value ...
+    assert "'1'" not in str(run.errors["p1"]) and "'1'" not in str(run.errors["helper"])  # ... nobody else
+    assert {topic for _, topic, _ in run.transports["helper"].recorded} == {"b/hello"}
+
+
+def test_missing_tids_detected_on_ciphertext(example) -> None:
+    local = _shares(example, "vertical")
+    local["p3"].rows[4][0] = "9999"
+    run = _run(local, "vertical")
+    _all_fail(run, 3, "TID sets differ between the parties")
+    assert "9999" in str(run.errors["p3"]) and "9999" not in str(run.errors["helper"])
+
+
+def test_value_missing_from_hierarchy_named_locally(example) -> None:
+    local = _shares(example, "horizontal", 2)
+    local["p2"].rows[0][0] = "131"
+    run = _run(local, "horizontal")
+    _all_fail(run, 2, "value(s) of column 'age' are missing from its hierarchy")
+    assert "'131'" in str(run.errors["p2"]) and "'131'" not in str(run.errors["helper"])
+
+
+def test_delta_presence_flags_must_sit_at_one_party_vertically(example) -> None:
+    local = _shares(example, "vertical", 2)
+    for share in local.values():
+        share.research_subset = _subset(8)
+    config = AnonymizationConfig(EX_QIS, k=2, delta_presence=DeltaPresence(0.0, 0.6))
+    run = _run(local, "vertical", config=config)
+    _all_fail(run, 2, "exactly one party must hold the research-subset flags")
+
+
+def test_per_party_keys_rejected_for_horizontal(example) -> None:
+    run = _run(_shares(example, "horizontal", 2), "horizontal", options={"per_party_keys": True})
+    _all_fail(run, 2, "per_party_keys applies only to vertical")
+
+
+def test_no_solution_reaches_every_party(example) -> None:
+    config = AnonymizationConfig(EX_QIS, k=9)  # more than the 8 rows
+    run = _run(_shares(example, "horizontal", 2), "horizontal", config=config)
+    _all_fail(run, 2, "", kind=NoSolutionError)

@@ -30,10 +30,15 @@ class Central:
 
 def centralized(columns: Sequence[str], rows: Sequence[Sequence[str]], hierarchies: dict[str, Hierarchy],
                 config: AnonymizationConfig, research_subset: np.ndarray | None = None) -> Central:
-    """Run the engine on the pooled plaintext (what a trusted third party would do)."""
+    """Run the engine on the pooled plaintext (what a trusted third party would do).
+
+    With delta-presence only the research subset is released, as by `fedanon anonymize`.
+    """
     table = EncodedTable.from_rows(list(columns), rows)
     result = anonymize(table, hierarchies, config, research_subset=research_subset)
     out = [[v.decode("utf-8") for v in row] for row in result.output.decode_rows()]
+    if config.delta_presence is not None and research_subset is not None:
+        out = [row for row, keep in zip(out, np.asarray(research_subset, dtype=bool)) if keep]  # released rows
     return Central(list(columns), out, result)
 
 

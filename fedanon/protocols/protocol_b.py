@@ -436,7 +436,13 @@ class _Helper:
                                       verdict.owners)
         with timer.phase("decrypt"):
             report = {**result.to_report(), "integration": integration}
-            perm = random_permutation(result.output.n_rows)
+            # delta-presence releases only the research subset (as `fedanon anonymize` does);
+            # the population rows served only to compute delta.
+            released = np.arange(result.output.n_rows)
+            if config.delta_presence is not None and subset is not None:
+                released = np.flatnonzero(subset)
+            report["rows_released"] = int(len(released))
+            perm = released[random_permutation(len(released))]
             output = EncodedTable(list(result.output.columns), result.output.codes[perm], result.output.dictionaries)
             decrypting = []
             if per_party:

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             str(r["classes"]), str(r["suppressed"]), ",".join(map(str, r["transformation"])),
             f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×",
         )
-    Console().print(tab)
+    Console(width=200 if not sys.stdout.isatty() else None).print(tab)
     if args.json:
         Path(args.json).write_text(json.dumps({"naive_node_check_s": naive, "python": platform.python_version(),
                                                "results": results}, indent=2) + "\n")

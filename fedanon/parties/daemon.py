@@ -172,6 +172,8 @@ class PartyService(pb_grpc.PartyServicer):
             if event is None:
                 return
             yield event
+            if event.WhichOneof("kind") == "error":
+                return  # the role may still be unwinding; the coordinator needs nothing more from us
 
     def Deliver(self, request_iterator: Iterator[pb.Chunk], context: grpc.ServicerContext) -> pb.DeliverAck:
         peer = self._authorize(context, "Deliver", peers=True, coordinators=False)

@@ -9,7 +9,8 @@ times. Diagnostic options (used by the network tests, harmless otherwise):
 - `hold_s` / `hold_parties`: listed parties (default: all) wait `hold_s` seconds
   after the exchange, before a final "done" round, so a test can kill a daemon mid-run;
 - `bulk_mb` / `bulk_from` / `bulk_to`: `bulk_from` streams `bulk_mb` MiB to
-  `bulk_to`, which answers with the SHA-256 of what arrived (large-payload test).
+  `bulk_to`, which answers with the SHA-256 of what arrived (large-payload test);
+- `fail_party`: that party raises a ProtocolError in the hold phase (abort-propagation test).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import threading
 import time
 
-from fedanon.errors import ProtocolError
+from fedanon.errors import PeerError, ProtocolError
 from fedanon.protocols.api import RoleContext, RoleOutcome
 
 NONCE_BYTES = 32
@@ -73,6 +73,16 @@ def _bulk(ctx: RoleContext, options: dict) -> dict[str, float]:
     return {"bulk_bytes_received": float(received)}
 
 
+def _hold(ctx: RoleContext, others: list[str], seconds: float) -> None:
+    """Wait `seconds` inside `receive` (for a message nobody sends), so an abort or a dead peer ends the wait."""
+    t0 = time.monotonic()
+    try:
+        ctx.transport.receive(others[0], "check/hold", timeout=seconds)
+    except PeerError:
+        if time.monotonic() - t0 < seconds * 0.99:
+            raise  # aborted or a peer died, not the planned end of the hold
+
+
 def run_check(ctx: RoleContext) -> RoleOutcome:
     options = ctx.settings.options or {}
     others = [p for p in ctx.settings.parties if p != ctx.me]
@@ -87,8 +97,10 @@ def run_check(ctx: RoleContext) -> RoleOutcome:
     holders = options.get("hold_parties") or list(ctx.settings.parties)
     if hold > 0:
         with ctx.transport.in_phase("hold"):
+            if ctx.me == options.get("fail_party"):
+                raise ProtocolError(f"{ctx.me}: diagnostic failure requested by option fail_party")
             if ctx.me in holders:
-                threading.Event().wait(hold)
+                _hold(ctx, others, hold)
             for p in others:
                 ctx.transport.send(p, "check/done", b"done")
             for p in others:

@@ -29,7 +29,7 @@ import numpy as np
 from fedanon.engine.checker import Checker, NodeEvaluation
 from fedanon.engine.lattice import Lattice
 
-UNKNOWN, YES, NO = 0, 1, 2
+UNKNOWN, YES, NO, PRUNED = 0, 1, 2, 3
 
 
 def _tol(x: float) -> float:
@@ -75,6 +75,14 @@ class FlashSearch:
         self.best_node = -1
         self.best_loss = math.inf
         self.best_rank = -1
+        sb = checker.static_bounds(lattice.levels.astype(np.int64))
+        # per node, or None when the metric has no cheap bound. In the fully monotone case
+        # (§3.4 case 1) bound pruning during phase 1 only shortens Flash's paths and costs
+        # checks, so it is used only when a second phase would otherwise be needed.
+        fully_monotone = checker.anonymity_monotone and checker.metric_monotone
+        self.bound_pruning = not fully_monotone
+        self.static_bounds = sb if self.bound_pruning else None
+        self.pruned_nodes = 0
 
     # ------------------------------------------------------------------ bookkeeping
     def _report(self) -> None:
@@ -93,8 +101,28 @@ class FlashSearch:
             self._offer(node, ev.loss)
         return ev
 
+    def _cannot_win(self, node: int, bound: float) -> bool:
+        """Bound-based pruning; also holds for every generalization (bound monotone, rank larger)."""
+        if self.best_rank < 0:
+            return False
+        tol = _tol(self.best_loss)
+        if bound > self.best_loss + tol:
+            return True
+        return bound >= self.best_loss - tol and int(self.lattice.rank[node]) > self.best_rank
+
+    def _prune_up(self, node: int) -> None:
+        mask = self.lattice.generalizations_mask(node) & (self.status == UNKNOWN)
+        self.status[mask] = PRUNED
+        n = int(mask.sum())
+        self.pruned_nodes += n
+        self.done += n
+
     # ------------------------------------------------------------------ phase 1: Flash_B
-    def _check(self, node: int) -> bool:
+    def _check(self, node: int) -> bool | None:
+        """Check one node and tag; None if it was pruned by the loss bound instead."""
+        if self.static_bounds is not None and self._cannot_win(node, float(self.static_bounds[node])):
+            self._prune_up(node)
+            return None
         ev = self._evaluate(node)
         ok = ev.anonymous if self.use_full else ev.anonymous_strict
         st = self.status
@@ -106,6 +134,12 @@ class FlashSearch:
             st[mask] = NO
         st[node] = YES if ok else NO
         self.done += int(mask.sum())
+        if self.bound_pruning and ev.bound > -math.inf and self._cannot_win(node, ev.bound):
+            # nothing above can beat the best: stop classifying there (§3.4 cases 3/5)
+            gen = self.lattice.generalizations_mask(node) & ((st == UNKNOWN) | (st == YES))
+            gen[node] = False
+            self.done += int((gen & (st == UNKNOWN)).sum())
+            st[gen] = PRUNED
         self._report()
         return ok
 
@@ -127,12 +161,13 @@ class FlashSearch:
             mid = (low + high) // 2
             node = path[mid]
             if self.status[node] != UNKNOWN:  # tagged meanwhile: move on using the tag
-                if self.status[node] == YES:
+                if self.status[node] in (YES, PRUNED):
                     high = mid - 1
                 else:
                     low = mid + 1
                 continue
-            if self._check(node):
+            outcome = self._check(node)
+            if outcome is None or outcome:
                 high = mid - 1
             else:
                 heapq.heappush(queue, (int(rank[node]), node))
@@ -173,7 +208,7 @@ class FlashSearch:
         if self.tagging and self.use_full:
             candidates = st == YES
         else:
-            candidates = np.ones(lat.size, dtype=bool)
+            candidates = st != PRUNED
         evaluated = np.zeros(lat.size, dtype=bool)
         if self.evals:
             evaluated[np.fromiter(self.evals.keys(), dtype=np.int64)] = True

@@ -46,21 +46,34 @@ def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarra
         if radix <= 1:
             continue
         if span * radix >= _KEY_LIMIT:
-            uniq, key = np.unique(key, return_inverse=True)
+            _, key = np.unique(key, return_inverse=True)
             key = key.astype(np.int64, copy=False)
-            span = max(int(uniq.shape[0]), 1)
+            span = int(key.max()) + 1 if n else 1
         key = key * radix + col
         span *= radix
-    uniq, first, inverse = _unique_first_inverse(key)
-    return first, inverse
+    return group_key(key, span)
 
 
-def _unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """np.unique(return_index, return_inverse) via one argsort (it is the hot spot)."""
+def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal int64 keys in [0, span): (index of one row per group, group id per row).
+
+    Group ids follow ascending key order. Small key ranges use a counting pass
+    (no sort); large ones one stable argsort.
+    """
     n = key.shape[0]
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
+        return empty, empty
+    if span <= max(4 * n, 1 << 16):
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        dense = np.cumsum(present, dtype=np.int64) - 1
+        inverse = dense[key]
+        n_groups = int(dense[-1]) + 1
+        # any member represents a group: all members share every column value
+        first = np.empty(n_groups, dtype=np.int64)
+        first[inverse] = np.arange(n, dtype=np.int64)
+        return first, inverse
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
     boundary = np.empty(n, dtype=bool)
@@ -69,16 +82,16 @@ def _unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     group_of_sorted = np.cumsum(boundary) - 1
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = group_of_sorted
-    first = order[boundary]
-    return sorted_key[boundary], first, inverse
+    return order[boundary], inverse
 
 
 def _sum_by(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sum rows of `values` (1-D or 2-D) per group id."""
     if values.ndim == 1:
         return np.bincount(inverse, weights=values, minlength=n_groups).round().astype(np.int64)
-    out = np.zeros((n_groups, values.shape[1]), dtype=np.int64)
-    np.add.at(out, inverse, values)
+    out = np.empty((n_groups, values.shape[1]), dtype=np.int64)
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=n_groups).round()
     return out
 
 
@@ -102,6 +115,8 @@ class Grouper:
         self.sensitive_codes = sensitive_codes or {}
         self.sensitive_sizes = sensitive_sizes or {}
         self.subset = None if subset is None else subset.astype(np.int64)
+        self._qi_columns = [np.ascontiguousarray(self.qi_codes[:, i]) for i in range(self.qi_codes.shape[1])]
+        self._columns: dict[tuple[int, int], np.ndarray] = {}
         self.history_size = history_size
         self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
         self._history: "OrderedDict[tuple[int, ...], Classes]" = OrderedDict()
@@ -110,6 +125,15 @@ class Grouper:
         self.row_groupings = 0
 
     # ------------------------------------------------------------------ helpers
+    def _column(self, qi: int, level: int) -> np.ndarray:
+        """Generalized codes of one QI at one level for all rows, cached (transform = lookup)."""
+        key = (qi, level)
+        col = self._columns.get(key)
+        if col is None:
+            col = self.code_maps[qi][level][self._qi_columns[qi]]
+            self._columns[key] = col
+        return col
+
     def _level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
         """Code at level `src` -> code at level `dst` (well defined: hierarchy is monotone)."""
         key = (qi, src, dst)
@@ -128,7 +152,7 @@ class Grouper:
     def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
         """Group the full table at `levels` (no snapshot used)."""
         self.row_groupings += 1
-        cols = [self.code_maps[i][l][self.qi_codes[:, i]] for i, l in enumerate(levels)]
+        cols = [self._column(i, l) for i, l in enumerate(levels)]
         first, inverse = group_keys(cols, self._radices(levels))
         n_classes = first.shape[0]
         codes = np.empty((n_classes, len(levels)), dtype=np.int32)
@@ -178,9 +202,12 @@ class Grouper:
             self._history.move_to_end(levels)
             return hit, True
         best: Classes | None = None
-        for snap_levels, snap in self._history.items():
-            if (best is None or snap.count < best.count) and all(a <= b for a, b in zip(snap_levels, levels)):
-                best = snap
+        if self._history:
+            snaps = list(self._history.values())
+            below = np.all(np.array([sn.levels for sn in snaps]) <= np.array(levels), axis=1)
+            for idx in np.flatnonzero(below).tolist():
+                if best is None or snaps[idx].count < best.count:
+                    best = snaps[idx]
         if best is not None:
             result = self.rollup(best, levels)
             self._history.move_to_end(best.levels)

@@ -41,6 +41,7 @@ class Lattice:
         for i in range(q):
             levels[:, i] = (ids // strides[i]) % heights[i]
         self.levels = levels
+        self._level_columns = [np.ascontiguousarray(levels[:, i]) for i in range(q)]
         self.total = levels.sum(axis=1, dtype=np.int64)
         # stable order (§3.8): lower total level first, then lexicographically smaller vector
         keys = [levels[:, i] for i in range(q - 1, -1, -1)] + [self.total]
@@ -84,8 +85,18 @@ class Lattice:
 
     def generalizations_mask(self, node: int) -> np.ndarray:
         """Every node >= node (including itself)."""
-        return np.all(self.levels >= self.levels[node], axis=1)
+        lv = self.levels[node]
+        mask = self._level_columns[0] >= lv[0]
+        for col, v in zip(self._level_columns[1:], lv[1:]):
+            if v > 0:
+                mask &= col >= v
+        return mask
 
     def specializations_mask(self, node: int) -> np.ndarray:
         """Every node <= node (including itself)."""
-        return np.all(self.levels <= self.levels[node], axis=1)
+        lv = self.levels[node]
+        mask = self._level_columns[0] <= lv[0]
+        for col, v, top in zip(self._level_columns[1:], lv[1:], self.max_levels[1:]):
+            if v < top:
+                mask &= col <= v
+        return mask

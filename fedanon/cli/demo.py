@@ -1,0 +1,98 @@
+"""`fedanon demo`: the first command a new user runs.
+
+With no arguments it takes the bundled ADULT data (30,162 rows, 8 quasi-identifiers),
+deals it over 3 primaries, starts them and a helper as daemons on 127.0.0.1 (real
+certificates, gRPC over mutual TLS), runs Protocol B horizontally and vertically, and
+prints the chosen transformation, the information loss and time/bytes per phase. It
+then anonymizes the pooled plaintext centrally, in this process, and confirms that the
+secure runs produced exactly that result (same transformation, same row multiset);
+the exit status is non-zero if not. That comparison is the whole point of the
+protocols: the institutions get what a trusted third party would have produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import fedanon
+from fedanon.errors import InputError
+
+DATASETS: dict[str, dict[str, Any]] = {
+    "adult": {
+        "qis": ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"],
+        "k": 5, "suppression": 0.02, "metric": "loss",
+    },
+    "example": {"qis": ["age", "sex", "zipcode"], "k": 2, "suppression": 0.0, "metric": "nonuniform-entropy"},
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="run Protocol B on bundled data over 3 local daemons and check it against central anonymization",
+        description="Split bundled data over N primaries + 1 helper on localhost (real TLS, real gRPC), run "
+                    "Protocol B horizontally and vertically, and confirm each result equals the centralized "
+                    "anonymization of the pooled data.",
+    )
+    p.add_argument("--dataset", default="adult", choices=sorted(DATASETS), help="bundled data set (default adult)")
+    p.add_argument("--parties", type=int, default=3, metavar="N", help="number of primaries (default 3)")
+    p.add_argument("--k", type=int, default=None, help="k-anonymity (default: 5 for adult, 2 for example)")
+    p.add_argument("--split", action="append", choices=["horizontal", "vertical"], default=None,
+                   help="run only this split (repeatable; default both)")
+    p.add_argument("--in-memory", action="store_true", help="threads instead of daemons (no TLS): quick check")
+    p.set_defaults(handler=run)
+
+
+def data_dir(dataset: str) -> Path:
+    return Path(fedanon.__file__).parent / "data" / dataset
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from fedanon.cli.simulate import print_phase_table, result_summary, simulate_table
+    from fedanon.engine.config import AnonymizationConfig
+    from fedanon.engine.csvio import read_table_csv
+    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.protocols.equivalence import centralized, differences
+
+    console = Console()
+    spec = DATASETS[args.dataset]
+    folder = data_dir(args.dataset)
+    if args.parties < 2:
+        raise InputError(f"the demo needs at least 2 primaries, got --parties {args.parties}")
+    columns, rows = read_table_csv(folder / f"{args.dataset}.csv")
+    qis = list(spec["qis"])
+    paths = {q: folder / f"{args.dataset}_hierarchy_{q}.csv" for q in qis}
+    hierarchies = {q: Hierarchy.read_csv(p, q) for q, p in paths.items()}
+    config = AnonymizationConfig(qis, k=args.k or spec["k"], suppression=spec["suppression"], metric=spec["metric"])
+    config.validate()
+    console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(rows):,} rows, QIs {', '.join(qis)}), "
+                  f"{config.k}-anonymity, {config.suppression:.0%} suppression, metric {config.metric}; "
+                  f"Protocol B over {args.parties} primaries + 1 helper "
+                  + ("in memory" if args.in_memory else "as daemons on 127.0.0.1 (gRPC + mutual TLS)"))
+    central = centralized(columns, rows, hierarchies, config)
+    console.print(f"centralized reference (pooled plaintext, in-process): transformation "
+                  f"{central.result.transformation}, loss {central.result.information_loss:.6g}, "
+                  f"{central.result.elapsed_s:.2f} s")
+    failures = 0
+    for split in args.split or ["horizontal", "vertical"]:
+        sim = simulate_table(columns, rows, paths, config, split, args.parties,
+                             transport="memory" if args.in_memory else "grpc", progress=False)
+        summary = result_summary(sim.party_reports)
+        console.rule(f"Protocol B, {split} split")
+        console.print(f"transformation: {summary.get('transformation')}")
+        console.print(f"information loss: {summary.get('information_loss', float('nan')):.6g} ({config.metric}), "
+                      f"{summary.get('suppressed_rows', 0)} rows suppressed, {len(sim.rows):,} rows decrypted at p1, "
+                      f"{sim.elapsed_s:.2f} s including daemon start-up")
+        print_phase_table(sim.party_reports, f"time and bytes per phase ({split})")
+        problems = differences(central, summary.get("transformation"), sim.columns, sim.rows)
+        if problems:
+            failures += 1
+            console.print(f"[bold red]MISMATCH[/bold red] with the centralized anonymization: {'; '.join(problems)}")
+        else:
+            console.print("[bold green]OK[/bold green]: identical to the centralized anonymization "
+                          f"(same transformation, same multiset of {len(sim.rows):,} rows)")
+    return 1 if failures else 0

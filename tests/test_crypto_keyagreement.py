@@ -106,3 +106,15 @@ def test_public_key_is_bound_to_the_tls_identity(make_key):
     other_ca_pem = _ca()[1].public_bytes(serialization.Encoding.PEM)
     with pytest.raises(AuthenticationError, match="not issued by the run CA"):
         verify_public_key(cert_pem, other_ca_pem, "p1", ident.public_bytes(), sig, b"run-9")
+
+
+def test_works_with_the_run_ca_of_fedanon_parties(tmp_path):
+    certs = pytest.importorskip("fedanon.parties.certs")
+    certs.init_ca(tmp_path)
+    cert_path, key_path = certs.issue(tmp_path, "hospital-a", hosts=["127.0.0.1"])
+    ca_pem = (tmp_path / certs.CA_CERT).read_bytes()
+    ident = KeyAgreementIdentity.generate("hospital-a")
+    sig = sign_public_key(key_path.read_bytes(), ident.public_bytes(), b"run-42")
+    verify_public_key(cert_path.read_bytes(), ca_pem, "hospital-a", ident.public_bytes(), sig, b"run-42")
+    with pytest.raises(AuthenticationError):
+        verify_public_key(cert_path.read_bytes(), ca_pem, "hospital-b", ident.public_bytes(), sig, b"run-42")

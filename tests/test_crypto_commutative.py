@@ -112,3 +112,14 @@ def test_factory_and_help():
     assert "slower" in CIPHER_HELP and "SLOW" in PohligHellmanCipher.__doc__
     with pytest.raises(KeyFormatError, match="unknown commutative cipher 'rsa'"):
         get_commutative_cipher("rsa")
+
+
+def test_wire_join_and_split(cls):
+    x = cls.hash_to_group(VALUES)
+    blob = cls.join(x)
+    assert len(blob) == len(VALUES) * cls.element_bytes
+    assert cls.split(blob) == x
+    with pytest.raises(EncodingError, match="whole number"):
+        cls.split(blob[:-1])
+    with pytest.raises(EncodingError, match="#1"):
+        cls.join([x[0], b"short"])

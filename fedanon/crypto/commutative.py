@@ -102,6 +102,23 @@ class CommutativeCipher(ABC):
         return parallel.map_batches(functools.partial(_decrypt_chunk, self), elements, workers=workers,
                                     min_parallel=self._min_parallel)
 
+    @classmethod
+    def join(cls, elements: Sequence[bytes]) -> bytes:
+        """Fixed-width concatenation for the wire (no per-element framing needed)."""
+        w = cls.element_bytes
+        for i, e in enumerate(elements):
+            if len(e) != w:
+                raise EncodingError(f"element #{i} has {len(e)} bytes, expected {w} for {cls.name!r}")
+        return b"".join(elements)
+
+    @classmethod
+    def split(cls, data: bytes) -> list[bytes]:
+        """Inverse of `join`; a length that is not a multiple of the element size is refused."""
+        w = cls.element_bytes
+        if len(data) % w:
+            raise EncodingError(f"{len(data)} bytes is not a whole number of {w}-byte {cls.name!r} elements")
+        return [data[i: i + w] for i in range(0, len(data), w)]
+
     def __reduce__(self):  # pickling for process pools: the key bytes are enough
         return (type(self).from_bytes, (self.to_bytes(),))
 

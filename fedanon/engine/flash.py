@@ -72,6 +72,7 @@ class FlashSearch:
         self.use_full = checker.anonymity_monotone  # tag with "anonymous incl. suppression"
         self.tagging = checker.anonymity_monotone or checker.strict_monotone
         self.done = 0
+        self._reported = 0
         self.best_node = -1
         self.best_loss = math.inf
         self.best_rank = -1
@@ -87,7 +88,9 @@ class FlashSearch:
     # ------------------------------------------------------------------ bookkeeping
     def _report(self) -> None:
         if self.progress is not None:
-            self.progress(min(self.done, self.lattice.size), self.lattice.size)
+            value = max(min(self.done, self.lattice.size), self._reported)
+            self._reported = value
+            self.progress(value, self.lattice.size)
 
     def _offer(self, node: int, loss: float) -> None:
         rank = int(self.lattice.rank[node])

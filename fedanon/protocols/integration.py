@@ -139,15 +139,21 @@ class TidMismatch:
     only_at: dict[str, list[bytes]]  # party -> (a few) encrypted TIDs only it holds / others lack
 
 
-def _tids(table: EncodedTable, tid_column: str) -> list[bytes]:
+def _tid_codes(table: EncodedTable, tid_column: str) -> tuple[list[bytes], np.ndarray]:
+    """(TID dictionary, per-row code); works on the dictionary so each TID is touched once."""
     c = table.column_index(tid_column)
-    dictionary = table.dictionaries[c]
-    return [dictionary[i] for i in table.codes[:, c].tolist()]
+    return table.dictionaries[c], table.codes[:, c]
+
+
+def _tid_set(table: EncodedTable, tid_column: str) -> set[bytes]:
+    dictionary, codes = _tid_codes(table, tid_column)
+    used = np.unique(codes).tolist() if len(codes) else []
+    return set(dictionary) if len(used) == len(dictionary) else {dictionary[i] for i in used}
 
 
 def check_tids(tables: dict[str, EncodedTable], tid_column: str, sample: int = 5) -> TidMismatch | None:
     """Compare the parties' encrypted TID sets; None when they are all equal."""
-    sets = {party: set(_tids(t, tid_column)) for party, t in tables.items()}
+    sets = {party: _tid_set(t, tid_column) for party, t in tables.items()}
     union: set[bytes] = set().union(*sets.values())
     missing_at = {party: len(union - s) for party, s in sets.items() if len(s) != len(union)}
     if not missing_at:
@@ -169,26 +175,32 @@ def join_on_tid(tables: dict[str, EncodedTable], tid_column: str) -> tuple[Encod
     such as research-subset flags).
     """
     parties = list(tables)
-    reference = _tids(tables[parties[0]], tid_column)
-    position = {tid: i for i, tid in enumerate(reference)}
-    if len(position) != len(reference):
+    ref_dict, ref_codes = _tid_codes(tables[parties[0]], tid_column)
+    n = len(ref_codes)
+    if len(np.unique(ref_codes)) != n:
         raise ProtocolError(f"party {parties[0]!r} sent duplicate encrypted TIDs")
-    n = len(reference)
+    # joined row i = the reference party's row i; position[tid] = that row
+    row_of_code = np.full(len(ref_dict), -1, dtype=np.int64)
+    row_of_code[ref_codes] = np.arange(n, dtype=np.int64)
+    position = {tid: int(r) for tid, r in zip(ref_dict, row_of_code.tolist()) if r >= 0}
     columns: list[str] = []
     blocks: list[np.ndarray] = []
     dictionaries: list[list[bytes]] = []
     alignment: dict[str, np.ndarray] = {}
     for party in parties:
         table = tables[party]
-        tids = _tids(table, tid_column)
-        if len(tids) != n:
-            raise ProtocolError(f"party {party!r} sent {len(tids)} rows, expected {n} (TID sets differ)")
-        # order[i] = this party's row holding the i-th reference TID
-        order = np.empty(n, dtype=np.int64)
+        dictionary, tid_codes = _tid_codes(table, tid_column)
+        if len(tid_codes) != n or len(np.unique(tid_codes)) != n:
+            raise ProtocolError(f"party {party!r} sent {len(tid_codes)} rows with "
+                                f"{len(np.unique(tid_codes))} distinct TIDs, expected {n} (TID sets differ)")
         try:
-            where = np.fromiter((position[t] for t in tids), dtype=np.int64, count=n)
-        except KeyError:
-            raise ProtocolError(f"party {party!r} sent a TID unknown to party {parties[0]!r}") from None
+            where_code = np.fromiter((position.get(t, -1) for t in dictionary), dtype=np.int64, count=len(dictionary))
+        except TypeError:
+            raise ProtocolError(f"party {party!r} sent malformed TIDs") from None
+        where = where_code[tid_codes]
+        if (where < 0).any():
+            raise ProtocolError(f"party {party!r} sent a TID unknown to party {parties[0]!r}")
+        order = np.empty(n, dtype=np.int64)  # order[i] = this party's row holding the i-th joined TID
         order[where] = np.arange(n, dtype=np.int64)
         alignment[party] = order
         keep = [i for i, col in enumerate(table.columns) if col != tid_column]

@@ -24,7 +24,6 @@ every party, so all of them stop with the same clear message.
 from __future__ import annotations
 
 import json
-import os
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -40,7 +39,7 @@ from fedanon.engine.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
-from fedanon.protocols.cellcrypt import SUPPRESSED, ColumnCiphers
+from fedanon.protocols.cellcrypt import ColumnCiphers, decode_columns, encode_share, random_permutation
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.transport import Transport
 from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
@@ -49,14 +48,6 @@ PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def random_permutation(n: int) -> np.ndarray:
-    """A uniformly random permutation from the OS CSPRNG (argsort of 64-bit random keys)."""
-    if n <= 1:
-        return np.arange(n, dtype=np.int64)
-    keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
-    return np.argsort(keys, kind="stable").astype(np.int64)
 
 
 class _Timer:
@@ -219,8 +210,7 @@ class _Primary:
         columns = list(local.columns) if vertical else list(roster["columns"])
         index = [local.columns.index(c) for c in columns]
         perm = random_permutation(len(local.rows))
-        rows = local.rows
-        table = EncodedTable.from_rows(columns, ([rows[i][j] for j in index] for i in perm.tolist()))
+        table = encode_share(columns, local.rows, index, perm)
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         scope = _hierarchy_scope(self.ctx)
         for column in needed_hierarchies(config):
@@ -255,8 +245,7 @@ class _Primary:
                 dictionaries.append([v.decode("utf-8") for v in values])
             except UnicodeDecodeError:
                 raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
-        rows = [[dictionaries[c][code] for c, code in enumerate(row)] for row in table.codes.tolist()]
-        return list(table.columns), rows
+        return list(table.columns), decode_columns(table, dictionaries)
 
     def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: dict[str, Any]) -> None:
         """Per-party keys: decrypt this owner's output dictionaries and seal them for the recipient."""

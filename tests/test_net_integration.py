@@ -271,3 +271,59 @@ def test_sigterm_shuts_a_daemon_down_gracefully_and_aborts_its_run(tmp_path: Pat
             net.run("check", options={"hold_s": 60}, on_event=on_event)
         assert net.procs["p2"].wait(15) == 0
         assert "event=stopped" in _log(net, "p2")
+
+
+def test_two_runs_at_once_keep_their_messages_apart(net: SimulatedNetwork) -> None:
+    results: dict[int, object] = {}
+
+    def go(i: int) -> None:
+        try:
+            results[i] = net.run("check", options={"bulk_mb": 2, "bulk_from": "p2", "bulk_to": "p3"})
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results[i] = exc
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(not isinstance(r, Exception) for r in results.values()), results
+    run_ids = {r.run_id for r in results.values()}  # type: ignore[attr-defined]
+    assert len(run_ids) == 3
+    for r in results.values():
+        assert r.report["party_reports"]["p3"]["bulk_bytes_received"] == 2 << 20  # type: ignore[attr-defined]
+
+
+def test_reusing_a_run_id_is_refused(net: SimulatedNetwork) -> None:
+    cfg = net.run_config("check")
+    cfg.run_id = "fixed-run-id-1"
+    Coordinator(cfg).run()
+    with pytest.raises(PeerError, match="already has run 'fixed-run-id-1'"):
+        Coordinator(cfg).run()
+
+
+def test_payload_above_the_limit_is_refused(tmp_path: Path) -> None:
+    from fedanon.parties.config import Limits
+
+    with SimulatedNetwork(PARTIES[:2], limits=Limits(max_payload_bytes=1 << 20)) as small:
+        with pytest.raises(PeerError, match=r"above the limit of 1048576 bytes"):
+            small.run("check", options={"bulk_mb": 2, "bulk_from": "p1", "bulk_to": "p2"})
+        assert small.run("check", options={"bulk_mb": 0.5, "bulk_from": "p1", "bulk_to": "p2"}).output_rows
+
+
+def test_coordinator_death_aborts_the_run_at_every_party(tmp_path: Path) -> None:
+    with SimulatedNetwork(PARTIES) as net:
+        run_toml, output, _report = _write_run_toml(net, tmp_path, hold_s=60)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        coordinator = subprocess.Popen([sys.executable, "-m", "fedanon", "run", "--config", str(run_toml), "--no-progress"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            assert _wait_for(lambda: all("phase=hold state=start" in _log(net, p) for p in ("p1", "p2", "p3")))
+        finally:
+            coordinator.kill()
+            coordinator.wait(10)
+        for party in ("p1", "p2", "p3"):
+            assert _wait_for(lambda: "event=run_failed" in _log(net, party), 10), f"{party} kept running"
+        assert "disconnected" in _log(net, "p1")
+        assert not output.exists()
+        assert net.run("check").output_rows is not None

@@ -30,6 +30,8 @@ from fedanon.protocols.transport import Transport
 PhaseListener = Callable[[str, str], None]  # (phase, "start" | "end")
 
 _MIN_THROUGHPUT = 2 << 20  # bytes/s assumed when sizing the deadline of one large message
+_DOWN_MISSES = 2   # consecutive unreachable pings before a peer counts as dead
+_SLOW_MISSES = 15  # consecutive unanswered (timed-out) pings before a peer counts as hung
 
 
 def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None) -> str:
@@ -94,6 +96,7 @@ class GrpcTransport(Transport):
         self.wire_sent: dict[tuple[str, str], int] = defaultdict(int)
         self.phase_seconds: dict[str, float] = defaultdict(float)
         self._last_heartbeat = 0.0
+        self._misses: dict[str, int] = defaultdict(int)
 
     # ------------------------------------------------------------------ phases
     @contextlib.contextmanager
@@ -176,9 +179,15 @@ class GrpcTransport(Transport):
             try:
                 reply = fut.result()
             except grpc.RpcError as exc:
-                self._links.failed(peer)
-                problems.append(describe_rpc_error(peer, exc))
+                # A busy peer may answer late (GIL-heavy work on a loaded machine): only a run of
+                # misses counts. A refused/dropped connection is near-certain death: two in a row.
+                slow = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                self._misses[peer] += 1
+                if self._misses[peer] >= (_SLOW_MISSES if slow else _DOWN_MISSES):
+                    self._links.failed(peer)
+                    problems.append(describe_rpc_error(peer, exc))
                 continue
+            self._misses[peer] = 0
             if reply.run_state == "failed":
                 problems.append(f"party {peer!r} aborted the run: {reply.detail}")
             elif reply.run_state == "unknown":

@@ -51,6 +51,8 @@ class TClosenessCriterion(Criterion):
         # hierarchical: per level j ≥ 1 a 0/1 matrix (codes at level j-1) × (codes at level j)
         self._up: list[np.ndarray] = []
         self._leaf = np.zeros((0, 0))
+        self._leaf_identity = True
+        self._single = np.zeros(0)
         self._height = 0
 
     def prepare(self, context: CriterionContext) -> None:
@@ -64,6 +66,8 @@ class TClosenessCriterion(Criterion):
             if maps is None:
                 raise InputError(f"hierarchical t-closeness needs the hierarchy of {attr!r}")
             self._build_tree(np.asarray(maps), len(total))
+        # distance of a one-row class holding value v, for the singleton shortcut
+        self._single = self._emd(np.eye(len(total), dtype=np.int64), np.ones(len(total), dtype=np.int64))
 
     def _build_tree(self, code_map: np.ndarray, n_leaves: int) -> None:
         """One child→parent indicator matrix per level, from the level-0 code map."""
@@ -73,6 +77,7 @@ class TClosenessCriterion(Criterion):
         self._height = code_map.shape[0] - 1
         self._leaf = np.zeros((n_leaves, int(code_map[0].max()) + 1), dtype=np.float64)
         self._leaf[np.arange(n_leaves), code_map[0]] = 1.0
+        self._leaf_identity = bool(np.array_equal(code_map[0], np.arange(n_leaves)))
         self._up = []
         for level in range(1, self._height + 1):
             child = code_map[level - 1]
@@ -82,25 +87,46 @@ class TClosenessCriterion(Criterion):
             self._up.append(up)
 
     def distances(self, stats: ClassStats) -> np.ndarray:
-        """EMD of every class to the table distribution (exposed for tests/reports)."""
+        """EMD of every class to the table distribution (exposed for tests/reports).
+
+        This is the hot spot of t-closeness searches (one call per checked
+        node over all its classes), hence two shortcuts that change nothing in
+        the result: singleton classes, the bulk of fine nodes, take a
+        precomputed per-value distance; the rest is computed on unnormalized
+        surplus counts (hist − size·q) and divided by the size once, since
+        every EMD term is positively homogeneous.
+        """
         if self._q is None:
             raise RuntimeError("prepare() must run before the check")
-        hist = np.asarray(stats.histograms[self.model.attribute], dtype=np.float64)
+        hist = np.asarray(stats.histograms[self.model.attribute])
         sizes = hist.sum(axis=1)
-        p = hist / np.where(sizes == 0, 1.0, sizes)[:, None]
-        extra = p - self._q[None, :]
+        single = sizes == 1
+        n_single = int(np.count_nonzero(single))
+        if n_single == 0:
+            return self._emd(hist, sizes)
+        out = np.empty(hist.shape[0], dtype=np.float64)
+        out[single] = self._single[np.argmax(hist[single], axis=1)]
+        if n_single < hist.shape[0]:
+            rest = ~single
+            out[rest] = self._emd(hist[rest], sizes[rest])
+        return out
+
+    def _emd(self, hist: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        sizes_f = np.where(sizes == 0, 1, sizes).astype(np.float64)
+        x = hist - np.multiply.outer(sizes_f, self._q)  # surplus counts per value
         if self.kind == "equal":
-            return 0.5 * np.abs(extra).sum(axis=1)
+            return 0.5 * np.abs(x).sum(axis=1) / sizes_f
         if self._height == 0:
             return np.zeros(hist.shape[0])
-        current = extra @ self._leaf  # leaves -> level-0 nodes (identity for plain code maps)
+        if not self._leaf_identity:
+            x = x @ self._leaf  # leaves -> level-0 nodes of the code map
         cost = np.zeros(hist.shape[0])
         for level, up in enumerate(self._up, start=1):
-            pos = np.clip(current, 0.0, None) @ up
-            neg = np.clip(-current, 0.0, None) @ up
-            cost += (level / self._height) * np.minimum(pos, neg).sum(axis=1)
-            current = pos - neg
-        return cost
+            moved = x @ up                      # net surplus of each parent
+            pos = np.maximum(x, 0.0) @ up       # children's positive surplus
+            cost += (level / self._height) * np.minimum(pos, pos - moved).sum(axis=1)
+            x = moved
+        return cost / sizes_f
 
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
         return self.distances(stats) <= self.t + EPS

@@ -62,11 +62,21 @@ class LDiversityCriterion(Criterion):
         hist = np.asarray(stats.histograms[self.model.attribute])
         if hist.ndim != 2:
             raise ValueError("histogram must be (classes x sensitive codes)")
+        distinct = np.count_nonzero(hist, axis=1)
+        enough = distinct >= self.l - EPS
         if self.variant == "distinct":
-            return np.count_nonzero(hist, axis=1) >= self.l - EPS
+            return enough
+        # Every variant needs at least ceil(ℓ) distinct values, so only those
+        # classes need the costlier test -- in fine nodes that is a small minority.
+        ok = np.zeros(hist.shape[0], dtype=bool)
+        if not enough.any():
+            return ok
+        candidates = hist[enough] if not enough.all() else hist
         if self.variant == "entropy":
-            return self._entropy(hist) >= math.log(self.l) - EPS
-        return self._recursive(hist)
+            ok[enough] = self._entropy(candidates) >= math.log(self.l) - EPS
+        else:
+            ok[enough] = self._recursive(candidates)
+        return ok
 
     @staticmethod
     def _entropy(hist: np.ndarray) -> np.ndarray:
@@ -77,14 +87,15 @@ class LDiversityCriterion(Criterion):
         return -terms.sum(axis=1)
 
     def _recursive(self, hist: np.ndarray) -> np.ndarray:
+        """r_1 < c · (r_ℓ + … + r_m), with the tail as total minus the ℓ−1 largest counts."""
         l_int = int(self.l)
-        if hist.shape[1] < l_int:
-            # fewer sensitive values in the whole table than ℓ: no class can qualify
+        m = hist.shape[1]
+        if m < l_int:
             return np.zeros(hist.shape[0], dtype=bool)
-        ordered = -np.sort(-hist, axis=1)  # descending frequencies r_1 >= r_2 >= ...
-        r1 = ordered[:, 0].astype(np.float64)
-        tail = ordered[:, l_int - 1:].sum(axis=1, dtype=np.float64)
-        return r1 < self.c * tail  # type: ignore[operator]
+        top = np.partition(hist, m - (l_int - 1), axis=1)[:, m - (l_int - 1):] if l_int > 1 else hist.max(axis=1, keepdims=True)
+        r1 = top.max(axis=1).astype(np.float64)
+        tail = hist.sum(axis=1) - (top.sum(axis=1) if l_int > 1 else 0)
+        return r1 < self.c * tail.astype(np.float64)  # type: ignore[operator]
 
     def describe(self) -> str:
         if self.variant == "recursive":

@@ -89,10 +89,10 @@ def _sum_by(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarra
     """Sum rows of `values` (1-D or 2-D) per group id."""
     if values.ndim == 1:
         return np.bincount(inverse, weights=values, minlength=n_groups).round().astype(np.int64)
-    out = np.empty((n_groups, values.shape[1]), dtype=np.int64)
-    for j in range(values.shape[1]):
-        out[:, j] = np.bincount(inverse, weights=values[:, j], minlength=n_groups).round()
-    return out
+    d = values.shape[1]
+    flat = (inverse[:, None] * d + np.arange(d, dtype=np.int64)).ravel()
+    summed = np.bincount(flat, weights=values.ravel().astype(np.float64), minlength=n_groups * d)
+    return summed.round().astype(np.int64).reshape(n_groups, d)
 
 
 class Grouper:
@@ -105,8 +105,9 @@ class Grouper:
         sensitive_codes: dict[str, np.ndarray] | None = None,
         sensitive_sizes: dict[str, int] | None = None,
         subset: np.ndarray | None = None,
-        history_size: int = 64,
+        history_size: int = 256,
         snapshot_fraction: float = 0.6,
+        history_budget: float = 8.0,
     ) -> None:
         self.qi_codes = np.ascontiguousarray(qi_codes, dtype=np.int32)
         self.n_rows = int(self.qi_codes.shape[0])
@@ -119,6 +120,10 @@ class Grouper:
         self._columns: dict[tuple[int, int], np.ndarray] = {}
         self.history_size = history_size
         self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
+        # total classes kept across all snapshots, as a multiple of the row count (memory bound)
+        self.history_budget = max(1, min(int(history_budget * self.n_rows), max(2 * self.n_rows, 1_000_000)))
+        self._history_classes = 0
+        self._history_levels: np.ndarray | None = None  # matrix of stored levels, rebuilt lazily
         self._history: "OrderedDict[tuple[int, ...], Classes]" = OrderedDict()
         self._level_maps: dict[tuple[int, int, int], np.ndarray] = {}
         self.rollups = 0
@@ -203,11 +208,13 @@ class Grouper:
             return hit, True
         best: Classes | None = None
         if self._history:
-            snaps = list(self._history.values())
-            below = np.all(np.array([sn.levels for sn in snaps]) <= np.array(levels), axis=1)
-            for idx in np.flatnonzero(below).tolist():
-                if best is None or snaps[idx].count < best.count:
-                    best = snaps[idx]
+            if self._history_levels is None:
+                self._history_snaps = list(self._history.values())
+                self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int64)
+                self._history_counts = np.array([sn.count for sn in self._history_snaps], dtype=np.int64)
+            below = np.flatnonzero(np.all(self._history_levels <= np.array(levels), axis=1))
+            if below.size:
+                best = self._history_snaps[int(below[np.argmin(self._history_counts[below])])]
         if best is not None:
             result = self.rollup(best, levels)
             self._history.move_to_end(best.levels)
@@ -222,7 +229,11 @@ class Grouper:
         """Keep a snapshot if it is small enough to make later roll-ups cheap (bounded LRU)."""
         if classes.count > self.snapshot_limit:
             return
+        if classes.levels in self._history:
+            return
         self._history[classes.levels] = Classes(classes.levels, classes.codes, classes.stats)
-        self._history.move_to_end(classes.levels)
-        while len(self._history) > self.history_size:
-            self._history.popitem(last=False)
+        self._history_classes += classes.count
+        while len(self._history) > self.history_size or self._history_classes > self.history_budget:
+            _, old = self._history.popitem(last=False)
+            self._history_classes -= old.count
+        self._history_levels = None

@@ -100,9 +100,10 @@ def test_drop_suppressed_leaves_rows_out(tmp_path, capsys):
     out, rep = tmp_path / "out.csv", tmp_path / "r.json"
     code, _, err = run_cli([EX / "example.csv", *EX_QI, *SENS, "--l-diversity", "recursive:4,2",
                             "--suppression", "0.25", "--metric", "aecs",
-                            "--output", out, "--report", rep, "--drop-suppressed", "-q"], capsys)
+                            "--output", out, "--report", rep, "--drop-suppressed", "--verify", "-q"], capsys)
     assert code == 0, err
     report = json.loads(rep.read_text())
+    assert report["verified"] is True  # checked on the full table before rows were dropped
     _, rows = read_table_csv(out)
     assert report["suppressed_rows"] == 2  # the two rows of the 61-99/male/81*** class (both pneumonia? no: 1:1)
     assert len(rows) == 6 == report["rows_written"]

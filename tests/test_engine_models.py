@@ -195,7 +195,7 @@ def test_stats_are_additive_so_rollup_preserves_models():
 
 # ----------------------------------------------------------------------------- through anonymize()
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize  # noqa: E402
-from fedanon.engine.verify import verify_anonymized  # noqa: E402
+from fedanon.engine.verify import verify_anonymized, verify_result  # noqa: E402
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 ADULT_ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
@@ -210,6 +210,7 @@ def _run_and_verify(header, rows, hier, cfg, subset=None):
                                  transformation=res.transformation, suppressed=list(res.suppressed),
                                  reported_suppressed_rows=res.suppressed_rows)
     assert problems == [], problems[:5]
+    assert verify_result(table, hier, cfg, res, subset) == []
     return res
 
 

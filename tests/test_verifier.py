@@ -120,3 +120,32 @@ def test_delta_presence_with_male_subset(example):
     assert len(problems) == 2 and all("delta 0.5" in p for p in problems)
     missing = verify_anonymized(header, rows, header, out, ok, hier)
     assert any("no research subset" in p for p in missing)
+
+
+def test_verify_result_catches_a_doctored_engine_result(example):
+    """verify_result reads only rows + reported facts, so tampering with them is caught."""
+    import numpy as np
+
+    from fedanon.engine import EncodedTable, anonymize
+
+    header, rows, hier = example
+    table = EncodedTable.from_rows(header, rows)
+    cfg = AnonymizationConfig(QIS, k=2)
+    res = anonymize(table, hier, cfg)
+    from fedanon.engine.verify import verify_result
+
+    assert verify_result(table, hier, cfg, res) == []
+    # doctor the output: un-generalize one zipcode cell
+    codes = res.output.codes.copy()
+    zc = header.index("zipcode")
+    res.output.dictionaries[zc].append(b"82667")
+    codes[0, zc] = len(res.output.dictionaries[zc]) - 1
+    res.output.codes = codes
+    assert verify_result(table, hier, cfg, res)
+    # doctor the report instead: claim a suppressed row that is not there
+    res2 = anonymize(table, hier, cfg)
+    res2.suppressed_rows = 1
+    assert any("report says 1" in p for p in verify_result(table, hier, cfg, res2))
+    res3 = anonymize(table, hier, AnonymizationConfig(QIS, k=2))
+    assert verify_result(table, hier, AnonymizationConfig(QIS, k=3), res3)  # stricter model than used
+    assert np.asarray(res3.suppressed).sum() == 0

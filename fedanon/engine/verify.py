@@ -304,3 +304,22 @@ def verify_anonymized(
             if not (dmin - EPS <= d <= dmax + EPS):
                 problems.append(f"class {label}: delta {d:.6f} outside [{dmin:g}, {dmax:g}]")
     return problems
+
+
+def verify_result(table: Any, hierarchies: Mapping[str, Any], config: Any, result: Any,
+                  research_subset: Sequence[bool] | None = None) -> list[str]:
+    """Convenience wrapper for tests: check an `AnonymizationResult` against its input table.
+
+    Only the tables' row values are used (decoded through their dictionaries),
+    plus the result's reported transformation, suppression flags and count —
+    never the engine's classes — so the check stays independent.
+    """
+    raw_rows = table.decode_rows()
+    out_rows = result.output.decode_rows()
+    return verify_anonymized(
+        list(table.columns), raw_rows, list(result.output.columns), out_rows, config, hierarchies,
+        research_subset=None if research_subset is None else [bool(x) for x in research_subset],
+        transformation=dict(result.transformation),
+        suppressed=[bool(x) for x in result.suppressed],
+        reported_suppressed_rows=int(result.suppressed_rows),
+    )

@@ -224,6 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_vs_dissertation": diss_s / per_party_s,
         "speedup_vs_ph3072_same_run": ph_per_party_s / per_party_s,
     }
+    counters = ADULT_ROWS + ADULT_ROWS // 4
+    proto_c = {
+        "counters": counters,
+        "paillier3072_djn_encrypt_s_all_cores": counters / peall,
+        "paillier3072_phe_encrypt_s_all_cores": counters / phe_eall,
+        "elgamal_encrypt_s_all_cores": counters / eeall,
+        "bytes_paillier": counters * pk.ciphertext_bytes,
+        "bytes_elgamal": counters * 66,
+    }
     refs = {
         "ec_vs_dissertation_ec_ph_3000": eall / DISS_EC_PH_OPS,
         "ec_1core_vs_ph3072_1core_same_run": e1 / p1,
@@ -238,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                "quick": q}
     result = {"machine": machine, "primitives": prims, "protocol_a_adult_vertical": proj,
-              "paillier_packing": packing, "ratios": refs}
+              "paillier_packing": packing,
+              "protocol_c_adult_counters": proto_c, "ratios": refs}
     _print(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
@@ -283,6 +293,15 @@ def _print(r: dict) -> None:
     t3.add_row("helper's Horner packing cost (s)", f"{pk['helper_pack_s']:.3f}")
     t3.add_row("bytes to key holder unpacked / packed", f"{pk['bytes_to_keyholder_unpacked']:,} / {pk['bytes_to_keyholder_packed']:,}")
     c.print(t3)
+    pc = r["protocol_c_adult_counters"]
+    t5 = Table(title=f"Protocol C, ADULT + 25 % pseudotuples: encrypting {pc['counters']:,} row counters (all cores)")
+    t5.add_column("cipher")
+    t5.add_column("seconds", justify="right")
+    t5.add_column("bytes on the wire", justify="right")
+    t5.add_row("Paillier-3072, phe (reference)", f"{pc['paillier3072_phe_encrypt_s_all_cores']:.0f}", f"{pc['bytes_paillier']:,}")
+    t5.add_row("Paillier-3072, own (DJN)", f"{pc['paillier3072_djn_encrypt_s_all_cores']:.1f}", f"{pc['bytes_paillier']:,}")
+    t5.add_row("ElGamal secp256k1", f"{pc['elgamal_encrypt_s_all_cores']:.2f}", f"{pc['bytes_elgamal']:,}")
+    c.print(t5)
     t4 = Table(title="Ratios")
     t4.add_column("comparison")
     t4.add_column("ratio", justify="right")

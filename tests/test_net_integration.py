@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -327,3 +328,38 @@ def test_coordinator_death_aborts_the_run_at_every_party(tmp_path: Path) -> None
         assert "disconnected" in _log(net, "p1")
         assert not output.exists()
         assert net.run("check").output_rows is not None
+
+
+def test_protocol_b_over_daemons_logs_no_cell_values(tmp_path: Path) -> None:
+    """A real data run through `fedanon run` (with the live progress table): daemon logs carry metadata only."""
+    pytest.importorskip("fedanon.protocols.protocol_b")
+    example = Path(__file__).resolve().parent.parent / "fedanon" / "data" / "example"
+    lines = (example / "example.csv").read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    shares = {"p1": rows[:4], "p2": rows[4:]}
+    for name, part in shares.items():
+        (tmp_path / f"{name}.csv").write_text("\n".join([header, *part]) + "\n")
+    qis = {a: example / f"example_hierarchy_{a}.csv" for a in ("age", "sex", "zipcode")}
+    parties = [SimulatedParty(name, "primary", csv_path=tmp_path / f"{name}.csv", qi_hierarchies=qis,
+                              sensitive={"diagnosis": None}) for name in shares]
+    parties.append(SimulatedParty("h", "helper"))
+    with SimulatedNetwork(parties, log_level="debug") as net:
+        cfg = net.run_config("B", config={"quasi_identifiers": ["age", "sex", "zipcode"], "k": 2,
+                                          "suppression": 0.0, "metric": "nonuniform-entropy"})
+        cfg.output, cfg.report = tmp_path / "out.csv", tmp_path / "report.json"
+        run_toml = tmp_path / "run.toml"
+        run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+        assert cli_main(["run", "--config", str(run_toml)]) == 0
+        out = (tmp_path / "out.csv").read_text().splitlines()
+        assert len(out) == 1 + len(rows)
+        report = json.loads((tmp_path / "report.json").read_text())
+        helper = report["party_reports"]["h"]["traffic"]
+        assert sum(helper["bytes_received_by_phase"].values()) > 0
+        assert sum(helper["wire_bytes_received_by_phase"].values()) >= sum(helper["bytes_received_by_phase"].values())
+        logs = "".join(_log(net, n) for n in ("p1", "p2", "h"))
+        assert "event=delivered" in logs  # debug logging was on, so every message was logged
+        # the non-numeric cells (numbers could collide with byte counts): sex and diagnosis values
+        words = {c for row in rows for c in row.split(";") if c.isalpha()}
+        assert words == {"male", "female", "pneumonia", "gastritis"}
+        for cell in words:
+            assert not re.search(rf"\b{cell}\b", logs), f"cell value {cell!r} appears in a daemon log"

@@ -209,3 +209,30 @@ def test_local_data_keeps_only_named_columns_and_subset(tmp_path: Path) -> None:
                                    quasi_identifiers={"sex": hier}, subset_column="sub"))
     with pytest.raises(InputError, match="quasi-identifier column 'zip' is not in the header"):
         load_local_data(DataConfig(csv=csv, quasi_identifiers={"zip": hier}))
+
+
+def test_party_check_config_cli(tmp_path: Path, capsys) -> None:
+    certs.init_ca(tmp_path)
+    certs.issue(tmp_path, "p1")
+    example = DATA / "example"
+    cfg = _write(tmp_path / "p1.toml", f"""
+[party]
+name = "p1"
+listen = "127.0.0.1:0"
+[tls]
+cert = "p1.crt"
+key = "p1.key"
+ca = "ca.crt"
+[data]
+csv = "{example / 'example.csv'}"
+[data.quasi_identifiers]
+age = "{example / 'example_hierarchy_age.csv'}"
+[data.sensitive]
+diagnosis = ""
+""")
+    assert cli_main(["party", "check-config", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "8 rows" in out and "age, diagnosis" in out
+    (tmp_path / "p1.key").unlink()
+    assert cli_main(["party", "check-config", "--config", str(cfg)]) == 2
+    assert "cannot read TLS key file" in capsys.readouterr().err

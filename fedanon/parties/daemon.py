@@ -289,6 +289,10 @@ class PartyService(pb_grpc.PartyServicer):
             if outcome.result is not None and hasattr(outcome.result, "to_report"):
                 report.setdefault("result", outcome.result.to_report())
             report["traffic"] = transport.report()
+            wire_in: dict[str, int] = {}
+            for (phase, _peer), n in state.inbox.wire_received.items():
+                wire_in[phase] = wire_in.get(phase, 0) + n
+            report["traffic"]["wire_bytes_received_by_phase"] = wire_in
             report["elapsed_s"] = round(time.perf_counter() - state.started, 6)
             report["peak_rss_mib"] = round(peak_rss_mib(), 1)
             if self.cfg.name == settings.result_recipient and outcome.output_rows is not None:

@@ -8,6 +8,7 @@ protocols) rejects the same bad input with the same message.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -64,10 +65,10 @@ class AnonymizationConfig:
             raise InputError("no quasi-identifiers given (need at least one)")
         if len(set(qis)) != len(qis):
             raise InputError(f"quasi-identifiers listed twice: {qis}")
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+        if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k < 1:
             raise InputError(f"k must be an integer >= 1, got {self.k!r}")
         s = self.suppression
-        if not isinstance(s, (int, float)) or isinstance(s, bool) or math.isnan(s) or not 0.0 <= s < 1.0:
+        if not isinstance(s, numbers.Real) or isinstance(s, bool) or math.isnan(s) or not 0.0 <= s < 1.0:
             raise InputError(f"suppression must be a fraction in [0, 1), got {s!r}")
         if self.metric not in METRICS:
             raise InputError(f"unknown metric {self.metric!r}; choose one of: {', '.join(METRICS)}")

@@ -12,7 +12,7 @@ import numpy as np
 
 from fedanon.errors import InputError
 
-MAX_NODES = 20_000_000
+MAX_NODES = 5_000_000
 
 
 class Lattice:

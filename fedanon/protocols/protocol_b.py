@@ -39,7 +39,14 @@ from fedanon.engine.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
-from fedanon.protocols.cellcrypt import ColumnCiphers, decode_columns, encode_share, random_permutation
+from fedanon.protocols.cellcrypt import (
+    ColumnCiphers,
+    decode_columns,
+    encode_share,
+    random_permutation,
+    tid_tokens,
+    token_keys,
+)
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.transport import Transport
 from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
@@ -157,6 +164,8 @@ class _Primary:
         summary["local_errors"] = [p.public for p in problems]
         summary["public_key"] = self.identity.public_bytes().hex()
         self.transport.send(self.helper, "b/hello", _control(summary))
+        if not problems:  # key-independent work overlaps the wait for the roster and keys
+            self._prepared = self._prepare_share()
         control, _ = _open_control(self.transport.receive(self.helper, "b/roster"), "roster")
         if problems:  # name our own values locally, in addition to the global verdict
             _raise_remote(control, self.me, "details at this party: " + "; ".join(p.private for p in problems))
@@ -203,15 +212,29 @@ class _Primary:
                     mine[c] = generate_key()
         return ColumnCiphers(self.run_id, mine)
 
+    def _prepare_share(self) -> tuple[np.ndarray, EncodedTable, list[str] | None]:
+        """Permute and dictionary-encode the local share (no keys needed yet)."""
+        local = self.local
+        tid = local.tid_column if self.settings.distribution == "vertical" else None
+        columns = [c for c in local.columns if c != tid]
+        perm = random_permutation(len(local.rows))
+        table = encode_share(columns, local.rows, [local.columns.index(c) for c in columns], perm)
+        tids = None
+        if tid is not None:
+            t = local.columns.index(tid)
+            tids = [local.rows[i][t] for i in perm.tolist()]
+        return perm, table, tids
+
     def _encrypt_share(self, roster: dict[str, Any], ciphers: ColumnCiphers) -> bytes:
         config = self.settings.config
         local = self.local
-        vertical = self.settings.distribution == "vertical"
-        columns = list(local.columns) if vertical else list(roster["columns"])
-        index = [local.columns.index(c) for c in columns]
-        perm = random_permutation(len(local.rows))
-        table = encode_share(columns, local.rows, index, perm)
+        perm, table, tids = self._prepared
+        if self.settings.distribution == "horizontal" and table.columns != list(roster["columns"]):
+            table = table.select(list(roster["columns"]))  # everyone in the leader's column order
+        columns = table.columns
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
+        if tids is not None and local.tid_column is not None:
+            parts["tids"] = tid_tokens(ciphers.cipher(local.tid_column), tids)
         scope = _hierarchy_scope(self.ctx)
         for column in needed_hierarchies(config):
             if column not in columns:
@@ -304,6 +327,16 @@ class _Primary:
                                "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
         return outcome
 
+    def _tid_of_token(self, token: bytes, cipher: Any) -> str | None:
+        tid = self.local.tid_column
+        if tid is None:
+            return None
+        t = self.local.columns.index(tid)
+        for row in self.local.rows:
+            if cipher.encrypt(row[t].encode("utf-8"))[:len(token)] == token:
+                return row[t]
+        return None
+
     def _name_findings(self, control: dict[str, Any], parts: dict[str, bytes], ciphers: ColumnCiphers) -> str:
         """Decrypt the ciphertexts the helper flagged (only the parties involved can)."""
         named: list[str] = []
@@ -314,10 +347,15 @@ class _Primary:
             blob = parts.get(f"finding/{i}")
             if blob is None or column not in ciphers:
                 continue
-            try:
-                value = ciphers.cipher(column).decrypt(blob).decode("utf-8", errors="backslashreplace")
-            except FedanonError:
-                continue
+            if finding.get("token"):  # a TID token: recompute ours to find which TID it is
+                value = self._tid_of_token(blob, ciphers.cipher(column))
+                if value is None:
+                    continue
+            else:
+                try:
+                    value = ciphers.cipher(column).decrypt(blob).decode("utf-8", errors="backslashreplace")
+                except FedanonError:
+                    continue
             named.append(finding["template"].format(value=repr(value)))
         return "; ".join(named)
 
@@ -494,18 +532,23 @@ class _Helper:
                 if config.delta_presence is not None:
                     subset = np.concatenate([flags[p] for p in self.primaries])
         else:
-            mismatch = check_tids({p: tables[p] for p in self.primaries}, tid or "")
+            tokens = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
+                                    f"data of {p!r}") for p in self.primaries}
+            mismatch = check_tids(tokens)
             if mismatch is not None:
-                lacking = ", ".join(f"party {party!r} lacks {count}" for party, count in mismatch.missing_at.items())
-                errors.append(f"TID sets differ between the parties (TIDs held elsewhere: {lacking})")
+                for party, count in mismatch.duplicates_at.items():
+                    errors.append(f"party {party!r} sent {count} duplicate TID(s)")
+                if mismatch.missing_at:
+                    lacking = ", ".join(f"party {party!r} lacks {count}" for party, count in mismatch.missing_at.items())
+                    errors.append(f"TID sets differ between the parties (TIDs held elsewhere: {lacking})")
                 for party, cts in mismatch.only_at.items():
                     for ct in cts:
                         i = len(findings)
-                        findings.append({"column": tid, "parties": [party],
+                        findings.append({"column": tid, "parties": [party], "token": True,
                                          "template": "TID {value} is missing at another party"})
                         extra[party][f"finding/{i}"] = ct
             if not errors:
-                table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, tid or "")
+                table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, tokens)
                 if config.delta_presence is not None and verdict.subset_holder is not None:
                     subset = flags[verdict.subset_holder][alignment[verdict.subset_holder]]
         if errors:

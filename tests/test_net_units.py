@@ -236,3 +236,29 @@ diagnosis = ""
     (tmp_path / "p1.key").unlink()
     assert cli_main(["party", "check-config", "--config", str(cfg)]) == 2
     assert "cannot read TLS key file" in capsys.readouterr().err
+
+
+def test_daemon_refuses_to_start_with_someone_elses_certificate(tmp_path: Path) -> None:
+    from fedanon.parties.daemon import check_identity
+
+    certs.init_ca(tmp_path / "ca")
+    certs.issue(tmp_path / "ca", "p1")
+    certs.issue(tmp_path / "ca", "p2")
+    certs.init_ca(tmp_path / "other")
+    cfg_text = """
+[party]
+name = "p1"
+listen = "127.0.0.1:0"
+[tls]
+cert = "ca/{cert}.crt"
+key = "ca/{key}.key"
+ca = "{ca}/ca.crt"
+"""
+    ok = load_party_config(_write(tmp_path / "ok.toml", cfg_text.format(cert="p1", key="p1", ca="ca")))
+    check_identity(ok)
+    with pytest.raises(InputError, match="certificate is for 'p2', but this party is 'p1'"):
+        check_identity(load_party_config(_write(tmp_path / "a.toml", cfg_text.format(cert="p2", key="p2", ca="ca"))))
+    with pytest.raises(InputError, match="private key does not belong"):
+        check_identity(load_party_config(_write(tmp_path / "b.toml", cfg_text.format(cert="p1", key="p2", ca="ca"))))
+    with pytest.raises(InputError, match="not signed by the run CA"):
+        check_identity(load_party_config(_write(tmp_path / "c.toml", cfg_text.format(cert="p1", key="p1", ca="other"))))

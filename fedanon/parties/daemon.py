@@ -33,6 +33,7 @@ from typing import Any, Iterator
 import grpc
 
 from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.parties.certs import certificate_name
 from fedanon.parties.config import PartyConfig
 from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
 from fedanon.parties.inbox import RunInbox
@@ -134,9 +135,10 @@ class PartyService(pb_grpc.PartyServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"party {self.cfg.name!r} is shutting down")
         try:
             settings, local = self._settings(request)
-        except FedanonError as exc:
-            self.log("prepare_failed", level="error", run=request.run_id, coordinator=caller, error=str(exc))
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party {self.cfg.name!r}: {exc}")
+        except Exception as exc:  # bad settings or data: the coordinator must hear why, in one line
+            message = str(exc) if isinstance(exc, FedanonError) else f"internal error {type(exc).__name__}: {exc}"
+            self.log("prepare_failed", level="error", run=request.run_id, coordinator=caller, error=message)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
         with self._lock:
             if request.run_id in self._runs:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"party {self.cfg.name!r} already has run {request.run_id!r}")
@@ -304,6 +306,7 @@ class PartyService(pb_grpc.PartyServicer):
                 if state.inbox.aborted:
                     raise PeerError(state.inbox.aborted)
                 state.status = "done"
+            state.inbox.close()  # late or unread messages of a finished run must not pin memory
             state.events.put(pb.RunEvent(report_json=json.dumps(report, default=_jsonable)))
             self.log("run_done", run=settings.run_id, elapsed_s=report["elapsed_s"])
         except Exception as exc:  # every failure must reach the coordinator and the peers
@@ -324,14 +327,13 @@ class PartyService(pb_grpc.PartyServicer):
                 return
             state.status = "failed"
             state.detail = message
-        first = state.inbox.abort(message)
+        state.inbox.abort(message)
         self.log("run_failed", level="error", run=state.settings.run_id, error=message)
         state.events.put(pb.RunEvent(error=message))
         if state.transport is None:
             state.events.put(None)  # never started: no worker will close the event stream
         if propagate and state.transport is not None:
             threading.Thread(target=state.transport.abort, args=(message,), daemon=True).start()
-        del first
 
     def _forget_old_runs(self) -> None:
         finished = [rid for rid, s in self._runs.items() if s.status in ("done", "failed")]
@@ -355,12 +357,37 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def check_identity(cfg: PartyConfig) -> None:
+    """Fail at start-up, with a clear message, on TLS files that peers would reject later anyway."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert_pem, key_pem, ca_pem = cfg.tls.read()
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        ca = x509.load_pem_x509_certificate(ca_pem)
+    except ValueError as exc:
+        raise InputError(f"party {cfg.name!r}: unreadable TLS material ({exc})") from None
+    name = certificate_name(cert_pem)
+    if name != cfg.name:
+        raise InputError(f"{cfg.tls.cert}: certificate is for {name!r}, but this party is {cfg.name!r}")
+    if cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
+            key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
+        raise InputError(f"{cfg.tls.key}: private key does not belong to certificate {cfg.tls.cert}")
+    try:
+        cert.verify_directly_issued_by(ca)
+    except Exception:  # noqa: BLE001 - any failure means the same thing to the user
+        raise InputError(f"{cfg.tls.cert}: certificate is not signed by the run CA {cfg.tls.ca}") from None
+
+
 class PartyDaemon:
     """The gRPC server around `PartyService`, with start/stop and signal-driven shutdown."""
 
     def __init__(self, cfg: PartyConfig, log: EventLog | None = None, max_workers: int = 32) -> None:
         self.cfg = cfg
         self.log = log or EventLog(cfg.name)
+        check_identity(cfg)
         self.service = PartyService(cfg, self.log)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
                                   options=server_options(cfg.limits))

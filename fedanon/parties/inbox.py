@@ -34,6 +34,11 @@ class RunInbox:
             box = self._messages.get((sender, topic))
             return box.popleft() if box else None
 
+    def close(self) -> None:
+        """Drop whatever is still queued (the run is over)."""
+        with self._cond:
+            self._messages.clear()
+
     def abort(self, reason: str) -> bool:
         """Mark the run as aborted (first reason wins); True if this call set it."""
         with self._cond:

@@ -123,3 +123,18 @@ def test_wire_join_and_split(cls):
         cls.split(blob[:-1])
     with pytest.raises(EncodingError, match="#1"):
         cls.join([x[0], b"short"])
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.binary(max_size=64), min_size=1, max_size=20, unique=True))
+def test_ec_round_trip_for_arbitrary_values(values):
+    a, b = EcCipher.generate(), EcCipher.generate()
+    d = GroupDictionary(EcCipher)
+    x = d.encode(values, workers=1)
+    ab = b.encrypt_many(a.encrypt_many(x, workers=1), workers=1)
+    assert ab == a.encrypt_many(b.encrypt_many(x, workers=1), workers=1)
+    assert len(set(ab)) == len(values)
+    assert d.decode(a.decrypt_many(b.decrypt_many(ab, workers=1), workers=1)) == values

@@ -48,6 +48,20 @@ def test_open_rejects_tampering_wrong_context_and_wrong_sender():
     assert p2.open("p1", p1.public_bytes(), sealed, b"ctx") == b"k" * 64
 
 
+def test_low_order_public_keys_are_refused():
+    from fedanon.crypto.errors import KeyFormatError
+
+    p1, p2 = KeyAgreementIdentity.generate("p1"), KeyAgreementIdentity.generate("p2")
+    sealed = p1.seal("p2", p2.public_bytes(), b"x", b"c")
+    for bad in (bytes(32), (1).to_bytes(32, "little")):
+        with pytest.raises(KeyFormatError, match="low-order"):
+            p1.seal("p2", bad, b"x", b"c")
+        with pytest.raises(KeyFormatError, match="low-order"):
+            p2.open("p1", bad, sealed, b"c")
+    with pytest.raises(KeyFormatError, match="32 bytes"):
+        p1.seal("p2", b"short", b"x", b"c")
+
+
 def test_private_key_round_trip():
     a = KeyAgreementIdentity.generate("a")
     b = KeyAgreementIdentity.from_private_bytes(a.private_bytes(), "a")

@@ -110,3 +110,17 @@ def test_serialization_and_bad_input(sk):
         generate_paillier_keypair(1024)
     with pytest.raises(KeyFormatError, match="do not match"):
         PaillierPrivateKey(pk, 3, 5)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), max_count=st.integers(min_value=1, max_value=2**40))
+def test_plain_packing_round_trips_for_any_counts(sk, data, max_count):
+    packer = CountPacker(sk.public_key, max_count)
+    counts = data.draw(st.lists(st.integers(0, (1 << packer.slot_bits) - 1), min_size=1, max_size=400))
+    blocks = packer.pack_plain(counts)
+    assert len(blocks) == -(-len(counts) // packer.slots)
+    assert all(0 <= b < sk.public_key.n for b in blocks)
+    assert packer.unpack_plain(blocks, len(counts)) == counts

@@ -272,7 +272,7 @@ class PohligHellmanCipher(CommutativeCipher):
     @classmethod
     def generate(cls) -> "PohligHellmanCipher":
         while True:
-            e = int.from_bytes(os.urandom(_PH_BYTES), "big") % MODP_3072_Q
+            e = int.from_bytes(os.urandom(_PH_BYTES + 16), "big") % MODP_3072_Q  # +128 bits: unbiased
             if e > 1:
                 return cls(e)
 

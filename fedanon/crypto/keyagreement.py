@@ -97,10 +97,13 @@ class KeyAgreementIdentity:
 
     def _key(self, peer_public: bytes, sender: str, recipient: str, sender_pub: bytes,
              recipient_pub: bytes, salt: bytes, context: bytes, who: str) -> bytes:
-        shared = self._private.exchange(_load_public(peer_public, who))
+        try:
+            shared = self._private.exchange(_load_public(peer_public, who))
+        except ValueError:  # OpenSSL refuses low-order points (all-zero shared secret)
+            shared = bytes(32)
         if shared == bytes(32):
             # Low-order peer point: the "shared" secret would be public.
-            raise DecryptionError(f"X25519 public key of {who!r} is a low-order point")
+            raise KeyFormatError(f"X25519 public key of {who!r} is a low-order point")
         info = (_KDF_LABEL + _lp(sender.encode()) + _lp(recipient.encode()) + sender_pub
                 + recipient_pub + _lp(context))
         return HKDF(hashes.SHA256(), 32, salt, info).derive(shared)

@@ -51,7 +51,7 @@ def _random_prime(bits: int) -> mpz:
 
 def _random_unit(n: mpz) -> mpz:
     while True:
-        r = _randbits(n.bit_length()) % n
+        r = _randbits(n.bit_length() + 128) % n  # 128 extra bits make the reduction unbiased
         if r > 1 and gmpy2.gcd(r, n) == 1:
             return r
 

@@ -21,7 +21,8 @@ tail -n +2 "$DATA/adult.csv" | awk 'NR % 2 == 1' >> clinic-a.csv
 tail -n +2 "$DATA/adult.csv" | awk 'NR % 2 == 0' >> clinic-b.csv
 
 # 3. one party config per institution: identity, listen address, TLS files, whom it trusts, its data
-port() { case $1 in clinic-a) echo 50061;; clinic-b) echo 50062;; trust-center) echo 50063;; esac; }
+read -r PA PB PT <<< "${FEDANON_PORTS:-50061 50062 50063}"   # override to avoid clashes
+port() { case $1 in clinic-a) echo $PA;; clinic-b) echo $PB;; trust-center) echo $PT;; esac; }
 for p in clinic-a clinic-b trust-center; do
   {
     echo "[party]"; echo "name = \"$p\""; echo "listen = \"127.0.0.1:$(port $p)\""; echo 'coordinators = ["steward"]'
@@ -67,13 +68,13 @@ key = "ca/steward.key"
 ca = "ca/ca.crt"
 
 [parties.clinic-a]
-address = "127.0.0.1:50061"
+address = "127.0.0.1:$PA"
 role = "primary"
 [parties.clinic-b]
-address = "127.0.0.1:50062"
+address = "127.0.0.1:$PB"
 role = "primary"
 [parties.trust-center]
-address = "127.0.0.1:50063"
+address = "127.0.0.1:$PT"
 role = "helper"
 
 [privacy]

@@ -363,3 +363,41 @@ def test_protocol_b_over_daemons_logs_no_cell_values(tmp_path: Path) -> None:
         assert words == {"male", "female", "pneumonia", "gastritis"}
         for cell in words:
             assert not re.search(rf"\b{cell}\b", logs), f"cell value {cell!r} appears in a daemon log"
+
+
+def test_simulation_retries_when_a_chosen_port_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import fedanon.parties.simulation as sim
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        busy = blocker.getsockname()[1]
+        real, calls = sim.free_port, [0]
+
+        def first_one_busy() -> int:
+            calls[0] += 1
+            return busy if calls[0] == 1 else real()
+
+        monkeypatch.setattr(sim, "free_port", first_one_busy)
+        with SimulatedNetwork(PARTIES[:2]) as net:
+            assert busy not in net.ports.values()
+            assert net.run("check").output_rows is not None
+
+
+@pytest.mark.slow
+def test_readme_three_institutions_script(tmp_path: Path) -> None:
+    """The README's by-hand setup, executed: certs, configs, serve, `fedanon run` (check and Protocol B)."""
+    pytest.importorskip("fedanon.protocols.protocol_b")
+    from fedanon.parties.simulation import free_port
+
+    script = Path(__file__).resolve().parent.parent / "deploy" / "three-institutions.sh"
+    env = dict(os.environ, PYTHON=sys.executable, FEDANON_PORTS=" ".join(str(free_port()) for _ in range(3)),
+               PYTHONPATH=str(script.parent.parent))
+    proc = subprocess.run(["bash", str(script), str(tmp_path / "w")], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = (tmp_path / "w" / "result.csv").read_text().splitlines()
+    assert len(lines) == 1 + 30162
+    report = json.loads((tmp_path / "w" / "report.json").read_text())
+    assert set(report["party_reports"]) == {"clinic-a", "clinic-b", "trust-center"}

@@ -35,6 +35,7 @@ from fedanon.parties.coordinator import Coordinator, RunOutcome, write_outputs
 
 COORDINATOR = "coordinator"
 _START_TIMEOUT_S = 60.0
+_PORT_ATTEMPTS = 3
 
 
 @dataclass
@@ -118,12 +119,20 @@ class SimulatedNetwork:
         for p in self.parties:
             certs.issue(self.cert_dir, p.name, hosts=["127.0.0.1", "localhost"])
         certs.issue(self.cert_dir, COORDINATOR)
-        self.ports = {p.name: free_port() for p in self.parties}
-        for p in self.parties:
-            self.config_paths[p.name] = self._write_party_config(p)
-        for p in self.parties:
-            self._spawn(p.name)
-        self.wait_ready([p.name for p in self.parties])
+        for attempt in range(_PORT_ATTEMPTS):
+            # A free port can be taken by someone else before the daemon binds it; then start over.
+            self.ports = {p.name: free_port() for p in self.parties}
+            for p in self.parties:
+                self.config_paths[p.name] = self._write_party_config(p)
+            for p in self.parties:
+                self._spawn(p.name)
+            try:
+                self.wait_ready([p.name for p in self.parties])
+                return
+            except PeerError as exc:
+                if "cannot listen" not in str(exc) or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self._stop_all()
 
     def tls(self, name: str) -> TlsFiles:
         return TlsFiles(cert=self.cert_dir / f"{name}.crt", key=self.cert_dir / f"{name}.key",
@@ -225,6 +234,11 @@ class SimulatedNetwork:
         return Coordinator(cfg, on_event=on_event).run()
 
     def close(self) -> None:
+        self._stop_all()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _stop_all(self) -> None:
         for name, proc in self.procs.items():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -235,8 +249,7 @@ class SimulatedNetwork:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.procs = {}
 
 
 def run_simulation(

@@ -103,6 +103,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--skip-adult", action="store_true", help="only the scale part")
     ap.add_argument("--scale-rows", type=int, default=1_200_000)
     ap.add_argument("--scale-transport", choices=["memory", "grpc"], default="memory")
     ap.add_argument("--json", type=Path, default=None)
@@ -123,7 +124,7 @@ def main() -> int:
     print("## ADULT over daemons (gRPC + mutual TLS, 127.0.0.1); median of", args.repeat)
     print(header)
     results: dict[str, Any] = {"central_anonymize_s": central_s, "adult": [], "scale": []}
-    for distribution in ("horizontal", "vertical"):
+    for distribution in ("horizontal", "vertical") if not args.skip_adult else ():
         for n in (2, 3):
             runs = []
             ok = True

@@ -124,3 +124,12 @@ def test_plain_packing_round_trips_for_any_counts(sk, data, max_count):
     assert len(blocks) == -(-len(counts) // packer.slots)
     assert all(0 <= b < sk.public_key.n for b in blocks)
     assert packer.unpack_plain(blocks, len(counts)) == counts
+
+
+def test_fixed_base_table_matches_plain_exponentiation(sk):
+    from fedanon.crypto.paillier import _FixedBase, _randbits
+
+    pk = sk.public_key
+    table = _FixedBase(pk.hs, pk.nsquare, 1536)
+    for a in (0, 1, 63, 64, (1 << 1536) - 1, int(_randbits(1536)), int(_randbits(1536))):
+        assert table.pow(a) == pow(int(pk.hs), a, int(pk.nsquare))

@@ -104,9 +104,10 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
         out: list[R] = []
         for f in futures:
             out.extend(f.result())
-    except BrokenProcessPool:
-        _log.warning("crypto worker pool broke (missing __main__ guard or a killed worker); "
-                     "redoing %d items serially", n)
+    except (BrokenProcessPool, OSError) as exc:
+        # OSError: the platform cannot start worker processes (e.g. no /dev/shm in a sandbox).
+        _log.warning("crypto worker pool unavailable (%s: missing __main__ guard, killed worker or "
+                     "no process support); redoing %d items serially", type(exc).__name__, n)
         with _lock:
             broken = _pools.pop(w, None)
         if broken is not None:

@@ -32,3 +32,14 @@ def test_worker_count_is_validated():
     assert parallel.resolve_workers(3) == 3
     with pytest.raises(ValueError):
         parallel.resolve_workers(-1)
+
+
+def test_errors_in_workers_keep_their_type():
+    from fedanon.crypto.commutative import EcCipher
+    from fedanon.crypto.errors import EncodingError
+
+    k = EcCipher.generate()
+    x = EcCipher.hash_to_group([str(i).encode() for i in range(4000)], workers=1)
+    x[3999] = b"\x00" * 5
+    with pytest.raises(EncodingError, match="not a secp256k1"):
+        k.encrypt_many(x, workers=2)

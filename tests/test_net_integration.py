@@ -159,7 +159,7 @@ def test_unreachable_party_and_unknown_protocol_are_clear_errors(net: SimulatedN
     with pytest.raises(PeerError, match=r"party 'p9' at 127\.0\.0\.1:\d+ is unreachable"):
         Coordinator(cfg).run()
     with pytest.raises(PeerError, match=r"rejected the run.*unknown protocol 'NOPE'"):
-        net.run("nope")
+        net.run("nope", config={"quasi_identifiers": ["age"], "k": 2})
 
 
 # ---------------------------------------------------------------------------- large payloads

@@ -262,3 +262,25 @@ ca = "{ca}/ca.crt"
         check_identity(load_party_config(_write(tmp_path / "b.toml", cfg_text.format(cert="p1", key="p2", ca="ca"))))
     with pytest.raises(InputError, match="not signed by the run CA"):
         check_identity(load_party_config(_write(tmp_path / "c.toml", cfg_text.format(cert="p1", key="p1", ca="other"))))
+
+
+def test_coordinator_rejects_bad_privacy_before_contacting_anyone(tmp_path: Path) -> None:
+    pytest.importorskip("fedanon.engine.config")
+    from fedanon.parties.config import RunConfig, RunPartyEntry, TlsFiles
+    from fedanon.parties.coordinator import Coordinator
+
+    certs.init_ca(tmp_path)
+    certs.issue(tmp_path, "c")
+    tls = TlsFiles(tmp_path / "c.crt", tmp_path / "c.key", tmp_path / "ca.crt")
+    # port 9 (discard) on loopback: nothing listens, so any contact attempt would fail differently
+    parties = [RunPartyEntry("p1", "127.0.0.1:9", "primary"), RunPartyEntry("h", "127.0.0.1:9", "helper")]
+
+    def cfg(protocol: str, privacy: dict) -> RunConfig:
+        return RunConfig("c", tls, protocol, "horizontal", parties, "p1", privacy, {}, None, None)
+
+    with pytest.raises(InputError, match="k must be an integer >= 1"):
+        Coordinator(cfg("B", {"quasi_identifiers": ["age"], "k": 0})).run()
+    with pytest.raises(InputError, match=r"protocol B needs a \[privacy\] section"):
+        Coordinator(cfg("b", {})).run()
+    with pytest.raises(PeerError, match="unreachable"):
+        Coordinator(cfg("check", {})).run()

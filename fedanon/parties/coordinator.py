@@ -43,9 +43,13 @@ class RunOutcome:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_config(privacy: dict[str, Any]) -> None:
+def _check_config(protocol: str, privacy: dict[str, Any], source: Path | None = None) -> None:
     """Fail fast at the coordinator on a privacy model the engine would reject anyway."""
     if not privacy:
+        if protocol.upper() != "CHECK":
+            where = f"{source}: " if source else ""
+            raise InputError(f"{where}protocol {protocol.upper()} needs a [privacy] section "
+                             "(quasi_identifiers, k, suppression, metric, ...)")
         return
     from fedanon.engine.config import AnonymizationConfig
 
@@ -54,7 +58,7 @@ def _check_config(privacy: dict[str, Any]) -> None:
     except FedanonError:
         raise
     except (TypeError, ValueError, KeyError) as exc:
-        raise InputError(f"invalid [privacy] section: {exc}") from None
+        raise InputError(f"{source or 'run config'}: invalid [privacy] section: {exc}") from None
 
 
 class Coordinator:
@@ -213,7 +217,7 @@ class Coordinator:
         return RunOutcome(self.run_id, columns, rows, {"parties": reports})
 
     def run(self) -> RunOutcome:
-        _check_config(self.cfg.privacy)
+        _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source)
         t0 = time.perf_counter()
         try:
             rtt = self.ping_all()

@@ -240,6 +240,8 @@ class PartyService(pb_grpc.PartyServicer):
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed run request: {exc}") from None
         config = None
+        if not config_dict and request.protocol.upper() != "CHECK":
+            raise InputError(f"protocol {request.protocol} needs an anonymization config, the run request has none")
         if config_dict:
             from fedanon.engine.config import AnonymizationConfig
 

@@ -194,6 +194,10 @@ def test_table_api():
     assert t.select(["b"]).decode_rows() == [[b"\x00\xff"], [b"\x00\xff"], [b"z"]]
     with pytest.raises(InputError, match="unknown column 'c'"):
         t.column_index("c")
+    mixed = _T.from_rows(["a"], [["x"], [b"x"], ["y"]])  # str and bytes spell the same value
+    assert mixed.dictionaries == [[b"x", b"y"]] and mixed.codes[:, 0].tolist() == [0, 0, 1]
+    with pytest.raises(InputError, match="row 2 has 1 values, expected 2"):
+        _T.from_rows(["a", "b"], [["x", "y"], ["x"]])
 
 
 def test_hierarchy_merge_and_roundtrip(tmp_path):

@@ -47,30 +47,33 @@ class EncodedTable:
 
     @classmethod
     def from_rows(cls, columns: list[str], rows: Iterable[Sequence[bytes | str]]) -> "EncodedTable":
-        """Encode rows; codes are assigned in order of first appearance per column."""
+        """Encode rows; codes are assigned in order of first appearance per column.
+
+        Works column-wise with one dict lookup per cell (the only per-cell Python
+        work), since this is the slowest step for large tables.
+        """
         columns = list(columns)
         width = len(columns)
-        lookups: list[dict[bytes, int]] = [dict() for _ in range(width)]
-        dictionaries: list[list[bytes]] = [[] for _ in range(width)]
-        flat: list[int] = []
-        append = flat.append
-        n = 0
+        rows = rows if isinstance(rows, list) else list(rows)
         for line, row in enumerate(rows, start=1):
             if len(row) != width:
                 raise InputError(
                     f"row {line} has {len(row)} values, expected {width} ({', '.join(columns)})"
                 )
-            for c in range(width):
-                value = to_bytes(row[c])
-                lookup = lookups[c]
-                code = lookup.get(value)
-                if code is None:
-                    code = len(lookup)
-                    lookup[value] = code
-                    dictionaries[c].append(value)
-                append(code)
-            n += 1
-        codes = np.array(flat, dtype=np.int32).reshape(n, width)
+        n = len(rows)
+        codes = np.empty((n, width), dtype=np.int32)
+        dictionaries: list[list[bytes]] = []
+        for c, col in enumerate(zip(*rows)) if n else enumerate([() for _ in range(width)]):
+            lookup: dict[bytes | str, int] = {}
+            setdefault = lookup.setdefault
+            codes[:, c] = [setdefault(v, len(lookup)) for v in col]
+            values = [to_bytes(v) for v in lookup]
+            if len(set(values)) != len(values):  # mixed str/bytes spellings of one value
+                merged: dict[bytes, int] = {}
+                remap = np.array([merged.setdefault(v, len(merged)) for v in values], dtype=np.int32)
+                codes[:, c] = remap[codes[:, c]]
+                values = list(merged)
+            dictionaries.append(values)
         return cls(columns, codes, dictionaries)
 
     @property

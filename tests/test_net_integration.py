@@ -401,3 +401,43 @@ def test_readme_three_institutions_script(tmp_path: Path) -> None:
     assert len(lines) == 1 + 30162
     report = json.loads((tmp_path / "w" / "report.json").read_text())
     assert set(report["party_reports"]) == {"clinic-a", "clinic-b", "trust-center"}
+
+
+def test_only_the_runs_own_coordinator_and_parties_may_start_or_abort_it(tmp_path: Path) -> None:
+    from fedanon.parties.config import Limits
+    from fedanon.parties.tls import channel_options
+
+    parties = [*PARTIES, SimulatedParty("outsider", "primary")]
+    with SimulatedNetwork(parties) as net:
+        certs.issue(net.cert_dir, "coordinator2")
+        # p1 trusts coordinator2 too (a second steward), but it did not prepare this run
+        import tomllib
+
+        doc = tomllib.loads(net.config_paths["p1"].read_text())
+        doc["party"]["coordinators"].append("coordinator2")
+        net.config_paths["p1"].write_bytes(tomli_w.dumps(doc).encode())
+        net.restart("p1")
+        run = net.run_config("check", options={"hold_s": 30})
+        run.parties = [p for p in run.parties if p.name != "outsider"]
+        coordinator = Coordinator(run)
+        coordinator.ping_all()
+        coordinator.prepare_all(coordinator.request())
+
+        def call(as_name: str, method: str, request) -> grpc.StatusCode:
+            opts = channel_options(Limits(), "p1")
+            with grpc.secure_channel(net.address("p1"), _creds(net.tls(as_name)), options=opts) as ch:
+                try:
+                    reply = getattr(pb_grpc.PartyStub(ch), method)(request, timeout=5)
+                    if method == "Start":
+                        next(iter(reply))
+                    return grpc.StatusCode.OK
+                except grpc.RpcError as exc:
+                    return exc.code()
+
+        assert "coordinator2" in net.config_paths["p1"].read_text()
+        assert call("coordinator2", "Start", pb.StartRequest(run_id=coordinator.run_id)) == grpc.StatusCode.PERMISSION_DENIED
+        abort = pb.AbortRequest(run_id=coordinator.run_id, origin="x", reason="r")
+        assert call("outsider", "Abort", abort) == grpc.StatusCode.PERMISSION_DENIED
+        assert call("coordinator2", "Abort", abort) == grpc.StatusCode.PERMISSION_DENIED
+        assert call("p2", "Abort", abort) == grpc.StatusCode.OK  # a party of the run may abort it
+        coordinator.close()

@@ -67,6 +67,7 @@ class RunState:
     settings: RunSettings
     inbox: RunInbox
     local: LocalData | None
+    coordinator: str = ""     # the coordinator that prepared the run: only it may start it
     status: str = "prepared"  # prepared | running | done | failed
     detail: str = ""
     events: "queue.Queue[pb.RunEvent | None]" = field(default_factory=queue.Queue)
@@ -142,7 +143,8 @@ class PartyService(pb_grpc.PartyServicer):
         with self._lock:
             if request.run_id in self._runs:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"party {self.cfg.name!r} already has run {request.run_id!r}")
-            self._runs[request.run_id] = RunState(settings=settings, inbox=RunInbox(), local=local)
+            self._runs[request.run_id] = RunState(settings=settings, inbox=RunInbox(), local=local,
+                                                coordinator=caller)
             self._forget_old_runs()
         self.log("prepared", run=request.run_id, coordinator=caller, protocol=settings.protocol,
                  role=settings.parties[self.cfg.name], parties=",".join(settings.parties))
@@ -151,6 +153,9 @@ class PartyService(pb_grpc.PartyServicer):
     def Start(self, request: pb.StartRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
         caller = self._authorize(context, "Start", peers=False, coordinators=True)
         state = self._run(request.run_id, context)
+        if caller != state.coordinator:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"run {request.run_id!r} was prepared by {state.coordinator!r}, not {caller!r}")
         with self._lock:
             if state.status != "prepared":
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"run {request.run_id!r} is already {state.status}")
@@ -220,6 +225,9 @@ class PartyService(pb_grpc.PartyServicer):
             state = self._runs.get(request.run_id)
         if state is None:
             return pb.AbortReply(known=False)
+        if caller != state.coordinator and caller not in state.settings.parties:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{caller!r} is neither a party nor the coordinator of run {request.run_id!r}")
         who = "coordinator" if caller in self.cfg.coordinators and caller not in self.cfg.peers else "party"
         reason = f"{who} {caller!r} aborted the run: {request.reason}"
         if state.status in ("prepared", "running"):

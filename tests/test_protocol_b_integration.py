@@ -35,8 +35,11 @@ def test_hierarchy_merge_drops_duplicates_and_finds_conflicts() -> None:
     assert "age" not in bad.hierarchies
 
 
+KEY = generate_key()
+
+
 def _tokens(values: list[str], cipher: DeterministicCipher) -> np.ndarray:
-    return token_keys(tid_tokens(cipher, values), len(values), "test")
+    return token_keys(tid_tokens(cipher, values, KEY, b"ctx"), len(values), "test")
 
 
 def test_join_on_tid_tokens_aligns_rows() -> None:
@@ -65,7 +68,7 @@ def test_check_tids_reports_missing_and_duplicates() -> None:
     assert mismatch is not None
     assert mismatch.missing_at == {"p1": 1, "p2": 1, "p3": 1}  # union {1, 2, 3, 4}
     assert mismatch.duplicates_at == {"p3": 1}
-    assert mismatch.only_at["p2"] == [tid_tokens(cipher, ["4"])]
+    assert mismatch.only_at["p2"] == [tid_tokens(cipher, ["4"], KEY, b"ctx")]
     with pytest.raises(ProtocolError, match="TID tokens"):
         token_keys(b"\x00" * 17, 1, "data of 'p1'")
 
@@ -79,3 +82,18 @@ def test_encode_share_is_a_relabelled_permutation() -> None:
     # dictionary order is shuffled, not first-appearance order (which would leak row 0's value)
     orders = {tuple(encode_share(["a"], rows, [0], perm).dictionaries[0]) for _ in range(20)}
     assert len(orders) > 1
+
+
+def test_tid_tokens_are_deterministic_injective_and_keyed() -> None:
+    cipher = DeterministicCipher(KEY, b"ctx")
+    values = ["1", "a\x00", "a", "", "x" * 15, "y" * 16, "ü" * 20, "1"]
+    tokens = tid_tokens(cipher, values, KEY, b"ctx")
+    chunks = [tokens[i * 16:(i + 1) * 16] for i in range(len(values))]
+    assert chunks[0] == chunks[-1]  # deterministic
+    assert len(set(chunks[:-1])) == len(values) - 1  # distinct TIDs, distinct tokens (also long ones)
+    assert all(v.encode() not in tokens for v in values if len(v) > 2)
+    other = tid_tokens(DeterministicCipher(generate_key(), b"ctx"), values, generate_key(), b"ctx")
+    assert not set(chunks) & {other[i * 16:(i + 1) * 16] for i in range(len(values))}
+    # same key, other run/column context: other tokens
+    moved = tid_tokens(DeterministicCipher(KEY, b"ctx2"), values, KEY, b"ctx2")
+    assert moved[:16] != tokens[:16] and moved[-16:] != tokens[-16:]

@@ -44,7 +44,6 @@ from fedanon.protocols.cellcrypt import (
     decode_columns,
     encode_share,
     random_permutation,
-    tid_tokens,
     token_keys,
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
@@ -234,7 +233,7 @@ class _Primary:
         columns = table.columns
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tids is not None and local.tid_column is not None:
-            parts["tids"] = tid_tokens(ciphers.cipher(local.tid_column), tids)
+            parts["tids"] = ciphers.tid_tokens(local.tid_column, tids)
         scope = _hierarchy_scope(self.ctx)
         for column in needed_hierarchies(config):
             if column not in columns:
@@ -327,14 +326,17 @@ class _Primary:
                                "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
         return outcome
 
-    def _tid_of_token(self, token: bytes, cipher: Any) -> str | None:
+    def _tid_of_token(self, token: bytes, ciphers: ColumnCiphers) -> str | None:
         tid = self.local.tid_column
         if tid is None:
             return None
         t = self.local.columns.index(tid)
-        for row in self.local.rows:
-            if cipher.encrypt(row[t].encode("utf-8"))[:len(token)] == token:
-                return row[t]
+        values = [row[t] for row in self.local.rows]
+        tokens = ciphers.tid_tokens(tid, values)
+        width = len(token)
+        for i, value in enumerate(values):
+            if tokens[i * width:(i + 1) * width] == token:
+                return value
         return None
 
     def _name_findings(self, control: dict[str, Any], parts: dict[str, bytes], ciphers: ColumnCiphers) -> str:
@@ -348,7 +350,7 @@ class _Primary:
             if blob is None or column not in ciphers:
                 continue
             if finding.get("token"):  # a TID token: recompute ours to find which TID it is
-                value = self._tid_of_token(blob, ciphers.cipher(column))
+                value = self._tid_of_token(blob, ciphers)
                 if value is None:
                     continue
             else:

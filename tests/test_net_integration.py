@@ -255,7 +255,9 @@ def test_a_failing_party_aborts_the_run_everywhere(net: SimulatedNetwork) -> Non
     assert ok.output_rows is not None
 
 
-def test_sigterm_shuts_a_daemon_down_gracefully_and_aborts_its_run(tmp_path: Path) -> None:
+def test_sigterm_shuts_a_daemon_down_gracefully_and_aborts_its_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the coordinator stays silent, so the peers can only learn it from the stopping daemon itself
+    monkeypatch.setattr(Coordinator, "abort_all", lambda self, reason, skip=None: None)
     with SimulatedNetwork(PARTIES) as net:
         holding = threading.Event()
 
@@ -272,6 +274,8 @@ def test_sigterm_shuts_a_daemon_down_gracefully_and_aborts_its_run(tmp_path: Pat
             net.run("check", options={"hold_s": 60}, on_event=on_event)
         assert net.procs["p2"].wait(15) == 0
         assert "event=stopped" in _log(net, "p2")
+        for peer in ("p1", "p3"):
+            assert _wait_for(lambda: "party 'p2' aborted the run: p2: party is shutting down" in _log(net, peer), 10)
 
 
 def test_two_runs_at_once_keep_their_messages_apart(net: SimulatedNetwork) -> None:

@@ -354,7 +354,10 @@ class PartyService(pb_grpc.PartyServicer):
         with self._lock:
             active = [s for s in self._runs.values() if s.status in ("prepared", "running")]
         for state in active:
-            self._fail(state, f"{self.cfg.name}: {reason}", propagate=True)
+            message = f"{self.cfg.name}: {reason}"
+            self._fail(state, message, propagate=False)
+            if state.transport is not None:
+                state.transport.abort(message)  # synchronously: the process may exit right after
 
 
 def _jsonable(value: Any) -> Any:

@@ -36,9 +36,34 @@ def _run(args: argparse.Namespace) -> int:
     with PhaseProgress([(p.name, p.role) for p in cfg.parties], enabled=show) as progress:
         outcome = Coordinator(cfg, on_event=progress.update).run()
     write_outputs(outcome, cfg.output, cfg.report)
+    if show:
+        print_phase_summary(outcome.report.get("party_reports", {}))
     rows = len(outcome.output_rows) if outcome.output_rows is not None else 0
     print(f"run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution}) finished in "
           f"{outcome.report['elapsed_s']:.2f} s; {rows} result rows"
           + (f" -> {cfg.output}" if cfg.output else "") + (f"; report -> {cfg.report}" if cfg.report else ""),
           file=sys.stderr)
     return 0
+
+
+def print_phase_summary(party_reports: dict) -> None:
+    """Seconds and payload kB sent/received per phase and party, from the daemons' own reports."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="time and bytes per phase and party (s / kB sent / kB received)")
+    table.add_column("party")
+    table.add_column("role")
+    phases: list[str] = []
+    for rep in party_reports.values():
+        for phase in rep.get("traffic", {}).get("phase_seconds", {}):
+            if phase not in phases:
+                phases.append(phase)
+    for phase in phases:
+        table.add_column(phase, justify="right")
+    for party, rep in party_reports.items():
+        traffic = rep.get("traffic", {})
+        secs, sent, recv = (traffic.get(k, {}) for k in ("phase_seconds", "bytes_sent_by_phase", "bytes_received_by_phase"))
+        cells = [f"{secs.get(ph, 0.0):.3f} / {sent.get(ph, 0) / 1024:.1f} / {recv.get(ph, 0) / 1024:.1f}" for ph in phases]
+        table.add_row(party, str(rep.get("role", "?")), *cells)
+    Console(stderr=True).print(table)

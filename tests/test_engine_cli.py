@@ -240,3 +240,9 @@ def test_adult_k5_optimum_through_the_cli(tmp_path, capsys):
     assert report["classes"] == 48 and report["suppressed_rows"] == 0
     assert verify_files(ADULT / "adult.csv", out, report,
                         {a: ADULT / f"adult_hierarchy_{a}.csv" for a in attrs}) == []
+
+
+def test_error_unknown_metric_lists_the_choices(tmp_path, capsys):
+    line = _expect_error(capsys, [EX / "example.csv", *EX_QI, "--metric", "fast", "-o", tmp_path / "o.csv"],
+                         "'fast'")
+    assert "nonuniform-entropy" in line and "discernibility-star" in line

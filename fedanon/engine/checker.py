@@ -29,6 +29,9 @@ class NodeEvaluation:
     classes: int  # classes that are kept (not suppressed)
     loss: float
     bound: float  # monotone lower bound on the loss of this node and its generalizations
+    # rows in classes smaller than the size every model implies stay within the limit
+    # (a monotone necessary condition for `anonymous`, also with suppression)
+    implied_k_ok: bool = True
 
 
 class Checker(ABC):
@@ -42,6 +45,9 @@ class Checker(ABC):
     metric_monotone: bool
     #: rows that may be suppressed
     suppression_limit: int
+    #: class size every criterion implies (1 = none); "at most `suppression_limit` rows in
+    #: smaller classes" is then a monotone necessary condition the search can tag with
+    implied_k: int = 1
     checks: int = 0
     rollups: int = 0
 
@@ -83,6 +89,7 @@ class LocalChecker(Checker):
         else:
             self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
+        self.implied_k = max([c.min_class_size for c in criteria] + [1])
         self.checks = 0
 
     @property
@@ -100,7 +107,10 @@ class LocalChecker(Checker):
         suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
         anonymous = suppressed <= self.suppression_limit
         loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf
+        sizes = classes.stats.sizes
+        small = int(sizes[sizes < self.implied_k].sum()) if self.implied_k > 1 else 0
         return NodeEvaluation(
+            implied_k_ok=small <= self.suppression_limit,
             anonymous=anonymous,
             anonymous_strict=suppressed == 0,
             suppressed_rows=suppressed,

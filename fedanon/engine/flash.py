@@ -69,8 +69,24 @@ class FlashSearch:
         self.progress = progress
         self.status = np.zeros(lattice.size, dtype=np.int8)
         self.evals: dict[int, NodeEvaluation] = {}
-        self.use_full = checker.anonymity_monotone  # tag with "anonymous incl. suppression"
-        self.tagging = checker.anonymity_monotone or checker.strict_monotone
+        # Which monotone property phase 1 tags with (strongest available first):
+        #   "full"     anonymous incl. suppression (k-anonymity, distinct-l, ...)
+        #   "implied"  the implied k-anonymity with suppression: necessary, so a node failing it
+        #              and all its specializations are out (the dissertation's monotone sub-criterion)
+        #   "strict"   anonymous without suppression: sufficient, so a node passing it and all its
+        #              generalizations are in
+        if checker.anonymity_monotone:
+            self.mode = "full"
+        elif getattr(checker, "implied_k", 1) > 1:
+            self.mode = "implied"
+        elif checker.strict_monotone:
+            self.mode = "strict"
+        else:
+            self.mode = "none"
+        self.use_full = self.mode == "full"
+        self.tagging = self.mode != "none"
+        # nodes known to need no suppression at all (A0 tags, monotone without suppression)
+        self.strict_yes = np.zeros(lattice.size, dtype=bool)
         self.done = 0
         self._reported = 0
         self.best_node = -1
@@ -100,6 +116,8 @@ class FlashSearch:
     def _evaluate(self, node: int) -> NodeEvaluation:
         ev = self.checker.evaluate(self.lattice.node_levels(node))
         self.evals[node] = ev
+        if ev.anonymous_strict and self.checker.strict_monotone and not self.strict_yes[node]:
+            self.strict_yes |= self.lattice.generalizations_mask(node)
         if ev.anonymous:
             self._offer(node, ev.loss)
         return ev
@@ -127,7 +145,7 @@ class FlashSearch:
             self._prune_up(node)
             return None
         ev = self._evaluate(node)
-        ok = ev.anonymous if self.use_full else ev.anonymous_strict
+        ok = {"full": ev.anonymous, "implied": ev.implied_k_ok, "strict": ev.anonymous_strict}[self.mode]
         st = self.status
         if ok:
             mask = self.lattice.generalizations_mask(node) & (st == UNKNOWN)
@@ -208,8 +226,8 @@ class FlashSearch:
     def _phase2(self) -> None:
         lat = self.lattice
         st = self.status
-        if self.tagging and self.use_full:
-            candidates = st == YES
+        if self.mode in ("full", "implied"):
+            candidates = st == YES  # NO = fails a necessary condition; PRUNED = cannot win
         else:
             candidates = st != PRUNED
         evaluated = np.zeros(lat.size, dtype=bool)
@@ -231,7 +249,9 @@ class FlashSearch:
             order = self._dfs_order(remaining)
             sorted_by_bound = False
         # exact loss without grouping: the node is known to need no suppression
-        exact_known = (st == YES) & ((not self.use_full) | (self.checker.suppression_limit == 0))
+        exact_known = self.strict_yes.copy()
+        if self.mode == "full" and self.checker.suppression_limit == 0:
+            exact_known |= st == YES
         pruned = np.zeros(lat.size, dtype=bool)
         rank = lat.rank
         for node in order:

@@ -22,7 +22,7 @@ from fedanon.engine.exhaustive import exhaustive_optimum
 from fedanon.engine.table import EncodedTable
 from fedanon.engine.verify import verify_anonymized
 
-MODELS = ["distinct", "entropy", "recursive", "t-equal", "t-hierarchical", "delta", "conjunction"]
+MODELS = ["k-anonymity", "distinct", "entropy", "recursive", "t-equal", "t-hierarchical", "delta", "conjunction"]
 METRICS_SAMPLE = list(METRICS)  # all nine, monotone and not
 
 
@@ -42,7 +42,9 @@ def model_instances(draw, model: str):
     metric = draw(st.sampled_from(METRICS_SAMPLE))
     subset = None
     ldiv = tclose = delta = None
-    if model in ("distinct", "entropy"):
+    if model == "k-anonymity":  # the verifier re-checks plain k-anonymity outputs too
+        k = draw(st.integers(2, 4))
+    elif model in ("distinct", "entropy"):
         ldiv = LDiversity(model, draw(st.sampled_from([1.3, 1.8, 2.0] if model == "entropy" else [2.0, 2.0, 3.0])), "s")
     elif model == "recursive":
         ldiv = LDiversity("recursive", float(draw(st.sampled_from([2, 2, 3]))), "s",

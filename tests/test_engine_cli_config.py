@@ -96,3 +96,15 @@ def test_toml_errors_are_clear(tmp_path, text, needle):
     path.write_text(text)
     with pytest.raises(InputError, match=needle):
         run_from_args(_parser().parse_args(["--config", str(path)]))
+
+
+def test_config_from_args_tolerates_other_commands_keys(tmp_path):
+    """`fedanon simulate` & co. may keep their own keys next to the privacy model."""
+    path = tmp_path / "run.toml"
+    path.write_text('parties = 3\nk = 4\n[qi]\na = "h.csv"\n')
+    p = argparse.ArgumentParser()
+    add_privacy_arguments(p)
+    cfg, paths, sensitive, subset = config_from_args(p.parse_args(["--config", str(path)]))
+    assert cfg.k == 4 and paths == {"a": tmp_path / "h.csv"} and sensitive is None and subset is None
+    with pytest.raises(InputError, match="unknown setting"):
+        config_from_args(p.parse_args(["--config", str(path)]), strict=True)

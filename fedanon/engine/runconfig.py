@@ -164,11 +164,15 @@ _TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "met
               "sensitive", "l_diversity", "t_closeness", "delta_presence", "drop_suppressed"}
 
 
-def _toml_settings(doc: dict[str, Any], source: Path) -> dict[str, Any]:
-    """Normalize a TOML run file into the same shapes the flags produce."""
+def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> dict[str, Any]:
+    """Normalize a TOML run file into the same shapes the flags produce.
+
+    `strict=False` lets other commands keep their own keys (e.g. parties) in
+    the same run file; `fedanon anonymize` rejects unknown keys to catch typos.
+    """
     base = source.parent
     unknown = sorted(set(doc) - _TOML_KEYS)
-    if unknown:
+    if unknown and strict:
         raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(sorted(_TOML_KEYS))}")
     out: dict[str, Any] = {}
@@ -236,12 +240,12 @@ def _delta_from(value: Any, source: Path | None) -> tuple[DeltaPresence, Path]:
 
 
 # --------------------------------------------------------------------------- merge
-def _merged_settings(args: argparse.Namespace) -> dict[str, Any]:
+def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     cfg_path = getattr(args, "config", None)
     if cfg_path:
         source = Path(cfg_path)
-        settings.update(_toml_settings(load_toml(source), source))
+        settings.update(_toml_settings(load_toml(source), source, strict))
     # command line overrides
     if getattr(args, "qi", None):
         settings["qi"] = [parse_qi(t) for t in args.qi]
@@ -312,9 +316,13 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
     return PrivacySpec(config, hierarchy_paths, sensitive, subset_path)
 
 
-def config_from_args(args: argparse.Namespace) -> PrivacySpec:
-    """(AnonymizationConfig, hierarchy paths, sensitive attribute, subset path)."""
-    return _privacy_from_settings(_merged_settings(args))
+def config_from_args(args: argparse.Namespace, *, strict: bool = False) -> PrivacySpec:
+    """(AnonymizationConfig, hierarchy paths, sensitive attribute, subset path).
+
+    Non-strict by default: a command that shares its run file with other
+    settings only takes the privacy keys from it.
+    """
+    return _privacy_from_settings(_merged_settings(args, strict))
 
 
 def run_from_args(args: argparse.Namespace) -> RunSpec:

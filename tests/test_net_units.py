@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -284,3 +286,21 @@ def test_coordinator_rejects_bad_privacy_before_contacting_anyone(tmp_path: Path
         Coordinator(cfg("b", {})).run()
     with pytest.raises(PeerError, match="unreachable"):
         Coordinator(cfg("check", {})).run()
+
+
+def test_outputs_to_pipes_and_symlinks_are_written_in_place(tmp_path: Path) -> None:
+    """Never replace a special file (a FIFO here; /dev/null in real life) or a symlink by a regular file."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_outputs(RunOutcome("r", ["a"], [["1"]], {}), fifo, None)
+    reader.join(10)
+    assert got == ["a\n1\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+    target = tmp_path / "real.csv"
+    target.write_text("old")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    write_outputs(RunOutcome("r", ["a"], [["2"]], {}), link, None)
+    assert link.is_symlink() and target.read_text() == "a\n2\n"

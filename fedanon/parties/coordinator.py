@@ -275,6 +275,12 @@ def _csv_text(columns: list[str], rows: list[list[str]], delimiter: str) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Temp file + rename for regular files; devices and pipes (/dev/null, /dev/stdout) are written in place."""
+    path = Path(path).resolve()  # a symlink's target gets the content, the link stays
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -118,6 +118,14 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
     return out
 
 
+def worker_pids(workers: int | None = None) -> list[int]:
+    """Process ids of the live workers of the pool for `workers` (for CPU-time accounting)."""
+    with _lock:
+        pool = _pools.get(resolve_workers(workers))
+    procs = getattr(pool, "_processes", None) or {}
+    return list(procs)
+
+
 def warm_up(workers: int | None = None) -> None:
     """Start the worker processes now (e.g. while waiting for peers), not on the first batch."""
     w = resolve_workers(workers)

@@ -221,7 +221,7 @@ class _Primary:
         tids = None
         if tid is not None:
             t = local.columns.index(tid)
-            tids = [local.rows[i][t] for i in perm.tolist()]
+            tids = [row[t] for row in local.rows]  # original order; tokens are permuted as an array
         return perm, table, tids
 
     def _encrypt_share(self, roster: dict[str, Any], ciphers: ColumnCiphers) -> bytes:
@@ -233,7 +233,8 @@ class _Primary:
         columns = table.columns
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tids is not None and local.tid_column is not None:
-            parts["tids"] = ciphers.tid_tokens(local.tid_column, tids)
+            tokens = np.frombuffer(ciphers.tid_tokens(local.tid_column, tids), dtype=np.uint8)
+            parts["tids"] = tokens.reshape(len(tids), -1)[perm].tobytes()
         scope = _hierarchy_scope(self.ctx)
         for column in needed_hierarchies(config):
             if column not in columns:

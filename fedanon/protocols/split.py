@@ -10,6 +10,7 @@ research subset; the protocol carries the flag with that party's share.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Literal, Sequence
 
 import numpy as np
@@ -78,7 +79,7 @@ def split_vertical(columns: Sequence[str], rows: Sequence[Sequence[str]], partie
     for p in range(parties):
         idx = list(range(p, len(columns), parties))
         cols = [tid] + [columns[i] for i in idx]
-        data = [[tids[r]] + [row[i] for i in idx] for r, row in enumerate(rows)]
+        data = [list(r) for r in zip(tids, *(map(itemgetter(i), rows) for i in idx))]
         subset = np.asarray(research_subset, dtype=bool) if (research_subset is not None and p == 0) else None
         shares.append(Share(cols, data, tid, subset))
     return shares

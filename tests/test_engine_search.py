@@ -8,7 +8,7 @@ import numpy as np
 
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
-from fedanon.engine.anonymizer import prepare
+from fedanon.engine.anonymizer import prepare, search_and_apply
 from fedanon.engine.checker import Checker, NodeEvaluation
 from fedanon.engine.flash import FlashSearch
 from fedanon.engine.grouping import Grouper
@@ -41,6 +41,9 @@ class RecordingChecker(Checker):
         self.checks += 1
         return self.inner.evaluate(levels)
 
+    def failing_classes(self, stats):
+        return self.inner.failing_classes(stats)
+
 
 def test_search_runs_against_any_checker():
     table, hier = example()
@@ -50,6 +53,17 @@ def test_search_runs_against_any_checker():
     assert prep.lattice.node_levels(outcome.node) == (1, 0, 3)
     assert outcome.checks == len(checker.asked) == len(set(checker.asked))
     assert len(checker.asked) < prep.lattice.size  # predictive tagging spared checks
+
+
+def test_search_and_apply_with_foreign_checker_materializes_like_anonymize():
+    table, hier = example()
+    cfg = AnonymizationConfig(QIS, k=3, suppression=0.25, metric="discernibility")
+    prep = prepare(table, hier, cfg)
+    res = search_and_apply(prep, RecordingChecker(prep.checker))
+    ref = anonymize(table, hier, cfg)
+    assert res.transformation == ref.transformation
+    assert res.output.decode_rows() == ref.output.decode_rows()
+    assert res.suppressed_rows == ref.suppressed_rows and res.information_loss == ref.information_loss
 
 
 def test_progress_reaches_lattice_size():

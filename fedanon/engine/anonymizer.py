@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from fedanon.engine.checker import LocalChecker
+from fedanon.engine.checker import Checker, LocalChecker
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria
 from fedanon.engine.flash import FlashSearch
@@ -141,11 +141,13 @@ def prepare(
     return Prepared(table, config, qi_index, code_maps, level_dicts, grouper, checker, Lattice(heights))
 
 
-def materialize(prep: Prepared, levels: tuple[int, ...]) -> tuple[EncodedTable, np.ndarray, int]:
+def materialize(
+    prep: Prepared, levels: tuple[int, ...], checker: Checker | None = None
+) -> tuple[EncodedTable, np.ndarray, int]:
     """Apply a transformation: generalize QI cells, suppress rows of failing classes."""
     table = prep.table
     classes = prep.grouper.group_rows(levels, keep_rows=True)
-    failing = prep.checker.failing_classes(classes.stats)
+    failing = np.asarray((checker or prep.checker).failing_classes(classes.stats), dtype=bool)
     suppressed = failing[classes.row_class] if failing.any() else np.zeros(table.n_rows, dtype=bool)
     codes = table.codes.copy()
     dictionaries = [list(d) for d in table.dictionaries]
@@ -176,16 +178,34 @@ def anonymize(
     """Find and apply the globally optimal full-domain generalization (+ suppression)."""
     start = time.perf_counter()
     prep = prepare(table, hierarchies, config, research_subset)
-    search = FlashSearch(prep.lattice, prep.checker, progress)
+    return search_and_apply(prep, prep.checker, progress=progress, started=start)
+
+
+def search_and_apply(
+    prep: Prepared,
+    checker: Checker,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    started: float | None = None,
+) -> AnonymizationResult:
+    """Run Flash against any checker and materialize its optimum.
+
+    This is the seam for checkers that are not local (Protocol C: class counts are
+    Paillier-encrypted and judged by a key holder): build `prepare(...)` on the
+    table the helper holds, wrap its grouper in the remote checker, call this.
+    """
+    start = time.perf_counter() if started is None else started
+    config = prep.config
+    search = FlashSearch(prep.lattice, checker, progress)
     outcome = search.run()
     if outcome.node is None:
         raise NoSolutionError(
             "no transformation satisfies the privacy model"
-            + (f" within the suppression limit of {prep.checker.suppression_limit} rows" if config.suppression else
+            + (f" within the suppression limit of {checker.suppression_limit} rows" if config.suppression else
                " without suppression (try allowing some suppression or weaker parameters)")
         )
     levels = prep.lattice.node_levels(outcome.node)
-    output, suppressed, kept = materialize(prep, levels)
+    output, suppressed, kept = materialize(prep, levels, checker)
     elapsed = time.perf_counter() - start
     return AnonymizationResult(
         transformation={q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
@@ -202,4 +222,5 @@ def anonymize(
         optimum_found=True,
         algorithm=outcome.algorithm,
         tagged=outcome.tagged,
+        extra={"row_groupings": prep.grouper.row_groupings},
     )

@@ -55,6 +55,13 @@ class Checker(ABC):
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         """Transform, group and check one node."""
 
+    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        """Which classes of the chosen node must be suppressed (used to materialize the output).
+
+        A checker whose counts live elsewhere (Protocol C: encrypted) overrides this.
+        """
+        raise NotImplementedError
+
     def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
         """Cheap monotone lower bounds of the loss for many nodes at once, if available."""
         return None

@@ -12,7 +12,7 @@ semantically hiding for elements hashed into the group under the DDH assumption.
   well defined on x-coordinates, one byte shorter than compressed points, and still
   commutative and invertible.
 * `PohligHellmanCipher` ("ph"): the quadratic residues modulo the 3072-bit RFC 3526 MODP
-  safe prime with gmpy2. About 128-bit security as well, but ~200x SLOWER (≈100
+  safe prime with gmpy2. About 128-bit security as well, but ~300x SLOWER (≈100-150
   exponentiations/s per core): the conservative, classical option of the dissertation.
 
 Cipher inputs are *group elements*: call `hash_to_group` on the raw values first and keep
@@ -40,7 +40,7 @@ from fedanon.crypto.errors import EncodingError, KeyFormatError
 CIPHER_HELP = (
     "commutative cipher for Protocol A: 'ec' (default; secp256k1, ~128-bit security, fast: "
     "tens of thousands of ops/s per core) or 'ph' (Pohlig-Hellman over the 3072-bit RFC 3526 "
-    "MODP group, ~128-bit security, conservative but ~200x slower: ~100 ops/s per core)"
+    "MODP group, ~128-bit security, conservative but ~300x SLOWER: ~100-150 ops/s per core)"
 )
 
 
@@ -252,7 +252,7 @@ class PohligHellmanCipher(CommutativeCipher):
     """E_e(x) = x^e mod p in the order-q subgroup of quadratic residues (p = 2q + 1 safe prime).
 
     SLOW, CONSERVATIVE OPTION: each operation is a full 3072-bit modular exponentiation
-    (≈ 100/s per core with gmpy2, 200-300x slower than `EcCipher`). Use it when a
+    (≈ 100-150/s per core with gmpy2, ~300x slower than `EcCipher`). Use it when a
     finite-field group is required by policy; use "ec" otherwise.
     """
 

@@ -246,3 +246,20 @@ def test_error_unknown_metric_lists_the_choices(tmp_path, capsys):
     line = _expect_error(capsys, [EX / "example.csv", *EX_QI, "--metric", "fast", "-o", tmp_path / "o.csv"],
                          "'fast'")
     assert "nonuniform-entropy" in line and "discernibility-star" in line
+
+
+def test_subset_rows_match_as_a_multiset(tmp_path):
+    from fedanon.cli.anonymize import match_subset
+    from fedanon.errors import InputError
+
+    header = ["a", "b"]
+    rows = [["1", "x"], ["2", "y"], ["1", "x"], ["3", "z"]]
+    sub = tmp_path / "s.csv"
+    sub.write_text("a;b\n1;x\n3;z\n1;x\n")
+    assert match_subset(Path("in.csv"), header, rows, sub, ";").tolist() == [True, False, True, True]
+    sub.write_text("a;b\n1;x\n1;x\n1;x\n")  # three copies, the input has two
+    with pytest.raises(InputError, match=r"s.csv, line 4: row '1;x' does not occur"):
+        match_subset(Path("in.csv"), header, rows, sub, ";")
+    sub.write_text("b;a\n1;x\n")
+    with pytest.raises(InputError, match="header"):
+        match_subset(Path("in.csv"), header, rows, sub, ";")

@@ -249,9 +249,7 @@ class FlashSearch:
             order = self._dfs_order(remaining)
             sorted_by_bound = False
         # exact loss without grouping: the node is known to need no suppression
-        exact_known = self.strict_yes.copy()
-        if self.mode == "full" and self.checker.suppression_limit == 0:
-            exact_known |= st == YES
+        full_no_suppression = self.mode == "full" and self.checker.suppression_limit == 0
         pruned = np.zeros(lat.size, dtype=bool)
         rank = lat.rank
         for node in order:
@@ -267,7 +265,7 @@ class FlashSearch:
                     continue
                 if b >= self.best_loss - _tol(self.best_loss) and rank[node] > self.best_rank:
                     continue
-            if exact_known[node]:
+            if self.strict_yes[node] or (full_no_suppression and st[node] == YES):
                 loss = self.checker.static_loss(lat.node_levels(node))
                 if loss is not None:
                     self._offer(node, loss)
@@ -289,7 +287,7 @@ class FlashSearch:
         self.done = self.lattice.size
         self._report()
         if not self.tagging:
-            algorithm = "exhaustive (no monotone property)"
+            algorithm = "Flash_2P (no monotone property: bound-pruned full search)"
         elif not needs_phase2:
             algorithm = "Flash_B"
         else:

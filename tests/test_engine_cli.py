@@ -263,3 +263,26 @@ def test_subset_rows_match_as_a_multiset(tmp_path):
     sub.write_text("b;a\n1;x\n")
     with pytest.raises(InputError, match="header"):
         match_subset(Path("in.csv"), header, rows, sub, ";")
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+
+    from fedanon.cli import anonymize as cli
+
+    update, stop = cli._progress_factory(quiet=False)  # pytest's stderr is not a TTY
+    assert update is None
+    stop()
+
+    class FakeTTY(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", fake)
+    update, stop = cli._progress_factory(quiet=False)
+    assert update is not None
+    update(5, 36)
+    update(36, 36)
+    stop()
+    assert cli._progress_factory(quiet=True)[0] is None

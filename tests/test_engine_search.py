@@ -107,3 +107,25 @@ def test_class_counts_reported():
     assert res.classes == len({tuple(r[:3]) for r in out})
     assert res.rollups >= 0 and res.elapsed_s > 0
     assert np.array_equal(res.suppressed, np.zeros(8, dtype=bool))
+
+
+def test_grouping_with_key_overflow_compaction():
+    # 16 QIs x 40 values: the mixed-radix product (40^16) overflows int64, forcing compaction
+    rng = np.random.default_rng(3)
+    n, q = 500, 16
+    values = rng.integers(0, 40, size=(n, q))
+    values[250:] = values[:250]  # guarantee duplicates
+    cols = [f"c{i}" for i in range(q)]
+    table = EncodedTable.from_rows(cols, [[str(v) for v in row] for row in values])
+    hier = {c: Hierarchy.from_rows(c, [[str(v), "*"] for v in range(40)]) for c in cols}
+    prep = prepare(table, hier, AnonymizationConfig(cols, k=1))
+    classes = prep.grouper.group_rows(tuple([0] * q), keep_rows=True)
+    expected = {}
+    for row in values.tolist():
+        expected[tuple(row)] = expected.get(tuple(row), 0) + 1
+    assert classes.count == len(expected)
+    assert sorted(classes.stats.sizes.tolist()) == sorted(expected.values())
+    # rows in one class share every QI value
+    for cls in range(classes.count):
+        members = values[classes.row_class == cls]
+        assert (members == members[0]).all()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from fedanon.engine.config import AnonymizationConfig
@@ -53,13 +54,13 @@ def local_checks(me: str, local: LocalData, config: AnonymizationConfig, distrib
         msg = f"party {me!r}: column names appear twice: {_show(dupes)}"
         problems.append(LocalProblem(msg, msg))
     width = len(columns)
-    for i, row in enumerate(local.rows, start=1):
-        if len(row) != width:
-            problems.append(LocalProblem(
-                f"party {me!r}: ragged data (a row has {len(row)} values, expected {width})",
-                f"party {me!r}: data row {i} has {len(row)} values, expected {width} ({', '.join(columns)})",
-            ))
-            return problems
+    if set(map(len, local.rows)) - {width}:  # C-speed scan; find the row only on the error path
+        i, row = next((i, r) for i, r in enumerate(local.rows, start=1) if len(r) != width)
+        problems.append(LocalProblem(
+            f"party {me!r}: ragged data (a row has {len(row)} values, expected {width})",
+            f"party {me!r}: data row {i} has {len(row)} values, expected {width} ({', '.join(columns)})",
+        ))
+        return problems
     index = {c: i for i, c in enumerate(columns)}
     if distribution == "vertical":
         tid = local.tid_column
@@ -68,8 +69,8 @@ def local_checks(me: str, local: LocalData, config: AnonymizationConfig, distrib
             problems.append(LocalProblem(msg, msg))
         else:
             c = index[tid]
-            counts = Counter(row[c] for row in local.rows)
-            dup = [v for v, n in counts.items() if n > 1]
+            values = list(map(itemgetter(c), local.rows))
+            dup = [v for v, n in Counter(values).items() if n > 1] if len(set(values)) != len(values) else []
             if dup:
                 lines = [i for i, row in enumerate(local.rows, start=1) if row[c] in set(dup[:_SAMPLE])]
                 problems.append(LocalProblem(
@@ -85,8 +86,8 @@ def local_checks(me: str, local: LocalData, config: AnonymizationConfig, distrib
             problems.append(LocalProblem(msg, msg))
             continue
         known = {row[0] for row in hierarchy.rows}
-        c = index[column]
-        missing = sorted({row[c] for row in local.rows if row[c].encode("utf-8") not in known})
+        distinct = set(map(itemgetter(index[column]), local.rows))
+        missing = sorted(v for v in distinct if v.encode("utf-8") not in known)
         if missing:
             problems.append(LocalProblem(
                 f"party {me!r}: {len(missing)} value(s) of column {column!r} are missing from its hierarchy",

@@ -266,3 +266,25 @@ def test_adult_delta_presence_with_random_subset_is_verified(adult):
                               delta_presence=DeltaPresence(0.0, 0.2), suppression=0.02)
     res = _run_and_verify(header, rows, hier, cfg, subset)
     assert res.suppressed_rows <= math.floor(0.02 * len(rows))
+
+
+def test_hierarchical_closeness_shortcut_agrees_with_exact_distances():
+    """classes_ok brackets the tree EMD by the equal-distance EMD; decisions must match the exact value."""
+    rows = [[f"v{i}", f"a{i // 2}", f"b{i // 4}", "*"] for i in range(8)]
+    h = Hierarchy.from_rows("s", rows)
+    code_map, _ = h.code_map([f"v{i}".encode() for i in range(8)])
+    rng = np.random.default_rng(11)
+    total = rng.integers(1, 20, size=8)
+    hist = rng.integers(0, 4, size=(500, 8)) * (rng.random((500, 8)) < 0.5)
+    hist[hist.sum(axis=1) == 0, 0] = 1
+    for t in (0.05, 0.1, 0.2, 0.3, 0.5):
+        crit = TClosenessCriterion(TCloseness(t, "hierarchical", "s"))
+        crit.prepare(CriterionContext(n_rows=int(total.sum()), histograms_total={"s": total},
+                                      sensitive_code_maps={"s": code_map}))
+        stats = ClassStats(hist.sum(axis=1), {"s": hist})
+        d = crit.distances(stats)
+        eq = TClosenessCriterion(TCloseness(t, "equal", "s"))
+        eq.prepare(CriterionContext(n_rows=int(total.sum()), histograms_total={"s": total}))
+        e = eq.distances(stats)
+        assert (d <= e + 1e-12).all() and (d >= e / 3 - 1e-12).all()  # the bracket holds (H = 3)
+        assert crit.classes_ok(stats).tolist() == (d <= t + 1e-9).tolist()

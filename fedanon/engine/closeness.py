@@ -129,7 +129,20 @@ class TClosenessCriterion(Criterion):
         return cost / sizes_f
 
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
-        return self.distances(stats) <= self.t + EPS
+        if self.kind == "equal" or self._height <= 1:
+            return self.distances(stats) <= self.t + EPS
+        # The equal-distance EMD brackets the hierarchical one: every unit of
+        # mass moves at least 1/H and at most 1, so eq/H <= hier <= eq. Only
+        # classes the bracket leaves open need the tree computation.
+        hist = np.asarray(stats.histograms[self.model.attribute])
+        sizes = hist.sum(axis=1)
+        sizes_f = np.where(sizes == 0, 1, sizes).astype(np.float64)
+        equal = 0.5 * np.abs(hist - np.multiply.outer(sizes_f, self._q)).sum(axis=1) / sizes_f
+        ok = equal <= self.t + EPS
+        open_ = ~ok & (equal / self._height <= self.t + EPS)
+        if open_.any():
+            ok[open_] = self._emd(hist[open_], sizes[open_]) <= self.t + EPS
+        return ok
 
     def describe(self) -> str:
         return f"{self.t:g}-closeness ({self.kind} EMD) of {self.model.attribute}"

@@ -286,3 +286,10 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     update(36, 36)
     stop()
     assert cli._progress_factory(quiet=True)[0] is None
+
+
+def test_error_unwritable_output(tmp_path, capsys):
+    _expect_error(capsys, [EX / "example.csv", *EX_QI, "-o", tmp_path / "missing" / "o.csv"],
+                  "missing/o.csv", "cannot write")
+    _expect_error(capsys, [EX / "example.csv", *EX_QI, "-o", tmp_path / "o.csv",
+                           "--report", tmp_path / "nope" / "r.json"], "nope/r.json", "cannot write")

@@ -147,6 +147,14 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     Console().print(t)
 
 
+def _write(path: Path, action: Callable[[], Any]) -> None:
+    """Run a file write; an unwritable path is a user error, not a traceback."""
+    try:
+        action()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
@@ -185,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.drop_suppressed:
         keep &= ~suppressed
     written = [row for row, k in zip(out_rows, keep) if k]
-    write_table_csv(spec.output, header, written, delim)
+    _write(spec.output, lambda: write_table_csv(spec.output, header, written, delim))
 
     report = result.to_report()
     report.update({
@@ -201,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         report["verified"] = not problems
         report["violations"] = problems[:20]
     if spec.report is not None:
-        Path(spec.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        text = json.dumps(report, indent=2) + "\n"
+        _write(spec.report, lambda: Path(spec.report).write_text(text, encoding="utf-8"))  # type: ignore[arg-type]
     if not args.quiet:
         _summary(spec, report, len(written))
     if args.verify and not report["verified"]:

@@ -287,3 +287,16 @@ def test_no_solution_reaches_every_party(example) -> None:
     config = AnonymizationConfig(EX_QIS, k=9)  # more than the 8 rows
     run = _run(_shares(example, "horizontal", 2), "horizontal", config=config)
     _all_fail(run, 2, "", kind=NoSolutionError)
+
+
+def test_local_failure_aborts_the_others_quickly(example) -> None:
+    from fedanon.errors import PeerError
+
+    local = _shares(example, "horizontal", 3)
+    local["p2"] = None  # p2 cannot even start: the others must not wait for its hello
+    run = _run(local, "horizontal")
+    assert isinstance(run.errors["p2"], ProtocolError) and "has no local data" in str(run.errors["p2"])
+    for party in ("p1", "p3", "helper"):
+        assert isinstance(run.errors[party], PeerError), (party, run.errors.get(party))
+        assert "'p2'" in str(run.errors[party])
+    assert run.elapsed_s < 10

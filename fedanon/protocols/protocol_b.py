@@ -36,7 +36,7 @@ from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.engine.table import EncodedTable
-from fedanon.errors import FedanonError, ProtocolError
+from fedanon.errors import FedanonError, PeerError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
 from fedanon.protocols.cellcrypt import (
@@ -95,9 +95,23 @@ def _raise_remote(control: dict[str, Any], me: str, extra: str = "") -> None:
     message = str(control.get("error", "the run was stopped"))
     if extra:
         message = f"{message}; {extra}"
-    if control.get("kind") == "no-solution":
-        raise NoSolutionError(message)
-    raise ProtocolError(message)
+    raise _shared(NoSolutionError(message) if control.get("kind") == "no-solution" else ProtocolError(message))
+
+
+def _shared(exc: FedanonError) -> FedanonError:
+    """Mark an error every party already knows about (no abort broadcast needed)."""
+    exc.shared_with_all = True  # type: ignore[attr-defined]
+    return exc
+
+
+def _abort_unless_shared(ctx: RoleContext, exc: BaseException) -> None:
+    """A local failure the others do not know of: abort the run so nobody waits for us."""
+    if getattr(exc, "shared_with_all", False) or isinstance(exc, PeerError):
+        return
+    try:
+        ctx.transport.abort(f"party {ctx.me!r} failed: {exc}")
+    except Exception:  # the abort is best effort; the original error is what matters
+        pass
 
 
 def _keys_context(run_id: str) -> bytes:
@@ -127,13 +141,10 @@ def _per_party_keys(ctx: RoleContext) -> bool:
 
 def run_primary(ctx: RoleContext) -> RoleOutcome:
     """One data-holding party: validate, agree keys, encrypt+permute+send, decrypt if recipient."""
-    transport = ctx.transport
     try:
         return _Primary(ctx).run()
-    except FedanonError:
-        raise
-    except Exception as exc:  # an unexpected local failure must not leave the others waiting
-        transport.abort(f"party {ctx.me!r} failed: {type(exc).__name__}: {exc}")
+    except BaseException as exc:  # a local failure must not leave the others waiting
+        _abort_unless_shared(ctx, exc)
         raise
 
 
@@ -168,7 +179,7 @@ class _Primary:
         control, _ = _open_control(self.transport.receive(self.helper, "b/roster"), "roster")
         if problems:  # name our own values locally, in addition to the global verdict
             _raise_remote(control, self.me, "details at this party: " + "; ".join(p.private for p in problems))
-            raise ProtocolError("; ".join(p.private for p in problems))
+            raise _shared(ProtocolError("; ".join(p.private for p in problems)))
         _raise_remote(control, self.me)
         return control
 
@@ -370,10 +381,8 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
     """The non-colluding helper: relay keys blindly, integrate, anonymize, return ciphertext."""
     try:
         return _Helper(ctx).run()
-    except FedanonError:
-        raise
-    except Exception as exc:
-        ctx.transport.abort(f"helper {ctx.me!r} failed: {type(exc).__name__}: {exc}")
+    except BaseException as exc:
+        _abort_unless_shared(ctx, exc)
         raise
 
 
@@ -398,9 +407,7 @@ class _Helper:
         for party in to if to is not None else self.primaries:
             payload = {"ok": False, "error": error, "kind": kind, "findings": findings or []}
             self.transport.send(party, topic, _control(payload, **((extra or {}).get(party, {}))))
-        if kind == "no-solution":
-            raise NoSolutionError(error)
-        raise ProtocolError(error)
+        raise _shared(NoSolutionError(error) if kind == "no-solution" else ProtocolError(error))
 
     def _stop_everywhere(self, error: str, kind: str, per_party: bool, owners: dict[str, str]) -> None:
         """After integration each primary waits on a different topic; send the error on each."""
@@ -414,9 +421,7 @@ class _Helper:
             else:
                 topic = "b/done"
             self.transport.send(p, topic, payload)
-        if kind == "no-solution":
-            raise NoSolutionError(error)
-        raise ProtocolError(error)
+        raise _shared(NoSolutionError(error) if kind == "no-solution" else ProtocolError(error))
 
     def run(self) -> RoleOutcome:
         settings = self.settings

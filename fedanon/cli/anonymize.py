@@ -200,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         "input": str(spec.input), "output": str(spec.output), "rows_written": len(written),
         "config": config.to_dict(),
     })
+    if subset is not None:
+        # suppressed_rows counts population rows; this is what the release loses
+        report["research_subset_rows"] = int(subset.sum())
+        report["suppressed_subset_rows"] = int((suppressed & subset).sum())
     if args.verify:
         from fedanon.engine.verify import verify_anonymized
 

@@ -40,6 +40,7 @@ from fedanon.errors import FedanonError, PeerError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
 from fedanon.protocols.cellcrypt import (
+    SUPPRESSED,
     ColumnCiphers,
     decode_columns,
     encode_share,
@@ -279,7 +280,17 @@ class _Primary:
                 dictionaries.append([v.decode("utf-8") for v in values])
             except UnicodeDecodeError:
                 raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
-        return list(table.columns), decode_columns(table, dictionaries)
+        rows = decode_columns(table, dictionaries)
+        if "suppressed" in parts:  # the engine's mask: check that exactly these rows carry '*' QIs
+            mask = codec.decode_flags(parts["suppressed"], "suppression mask")
+            if len(mask) != len(rows):
+                raise ProtocolError(f"suppression mask covers {len(mask)} rows, the result has {len(rows)}")
+            qi_index = [i for i, c in enumerate(table.columns) if c in qis]
+            star = SUPPRESSED.decode()
+            for r in np.flatnonzero(mask).tolist():
+                if any(rows[r][i] != star for i in qi_index):
+                    raise ProtocolError("the result marks a row as suppressed but it still has QI values")
+        return list(table.columns), rows
 
     def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: dict[str, Any]) -> None:
         """Per-party keys: decrypt this owner's output dictionaries and seal them for the recipient."""
@@ -485,7 +496,8 @@ class _Helper:
                                     key=self.primaries.index)
             transport.send(settings.result_recipient, "b/result",
                            _control({"ok": True, "report": report, "owners_decrypting": decrypting},
-                                    table=codec.encode_table(output)))
+                                    table=codec.encode_table(output),
+                                    suppressed=codec.encode_flags(np.asarray(result.suppressed, dtype=bool)[perm])))
             for owner in decrypting:
                 cols = [c for c in output.columns if verdict.owners.get(c) == owner]
                 dicts = [output.dictionaries[output.columns.index(c)] for c in cols]

@@ -78,15 +78,29 @@ def test_progress_reaches_lattice_size():
 
 
 def test_rollup_matches_grouping_from_rows():
+    """Every (specialization, generalization) pair of the example lattice, incl. no-merge roll-ups."""
     table, hier = example()
-    prep = prepare(table, hier, AnonymizationConfig(QIS, k=2))
+    header, rows = read_table_csv(EXAMPLE / "example.csv")
+    hier["diagnosis"] = Hierarchy.read_csv(EXAMPLE / "example_hierarchy_diagnosis.csv", "diagnosis")
+    from fedanon.engine.config import LDiversity
+
+    cfg = AnonymizationConfig(QIS, k=2, l_diversity=LDiversity("distinct", 2, "diagnosis"))
+    prep = prepare(table, hier, cfg)
     g: Grouper = prep.grouper
-    base = g.group_rows((0, 0, 1))
-    for target in [(1, 0, 1), (1, 1, 3), (2, 1, 5), (0, 0, 4)]:
-        rolled = g.rollup(base, target)
-        direct = g.group_rows(target)
-        as_set = lambda c: sorted(zip(map(tuple, c.codes.tolist()), c.stats.sizes.tolist()))
-        assert as_set(rolled) == as_set(direct)
+    lat = prep.lattice
+
+    def as_set(c):
+        hist = c.stats.histograms["diagnosis"].tolist()
+        return sorted(zip(map(tuple, c.codes.tolist()), c.stats.sizes.tolist(), map(tuple, hist)))
+
+    direct = {n: g.group_rows(lat.node_levels(n)) for n in range(lat.size)}
+    no_merge = 0
+    for a in range(lat.size):
+        for b in np.flatnonzero(lat.generalizations_mask(a)).tolist():
+            rolled = g.rollup(direct[a], lat.node_levels(b))
+            assert as_set(rolled) == as_set(direct[b])
+            no_merge += rolled.count == direct[a].count
+    assert no_merge > 0
 
 
 def test_ties_resolve_to_lowest_generalization():

@@ -28,9 +28,8 @@ class Classes:
     stats: ClassStats
     row_class: np.ndarray | None = None  # class of each row, only when grouped from rows
 
-    @property
-    def count(self) -> int:
-        return int(self.codes.shape[0])
+    def __post_init__(self) -> None:
+        self.count = int(self.codes.shape[0])
 
 
 def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +187,17 @@ class Grouper:
         for i, col in enumerate(cols):
             codes[:, i] = col[first]
         st = base.stats
+        if n_classes == base.count:
+            # nothing merged: the statistics are just reordered
+            def move(values: np.ndarray) -> np.ndarray:
+                out = np.empty_like(values)
+                out[inverse] = values
+                return out
+
+            sizes = move(st.sizes)
+            hists = {a: move(h) for a, h in st.histograms.items()}
+            subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
+            return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
         sizes = _sum_by(inverse, n_classes, st.sizes.astype(np.float64))
         hists = {a: _sum_by(inverse, n_classes, h) for a, h in st.histograms.items()}
         subset_sizes = None
@@ -210,9 +220,10 @@ class Grouper:
         if self._history:
             if self._history_levels is None:
                 self._history_snaps = list(self._history.values())
-                self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int64)
-                self._history_counts = np.array([sn.count for sn in self._history_snaps], dtype=np.int64)
-            below = np.flatnonzero(np.all(self._history_levels <= np.array(levels), axis=1))
+                self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int16)
+                self._history_counts = np.fromiter((sn.count for sn in self._history_snaps), dtype=np.int64,
+                                                   count=len(self._history_snaps))
+            below = np.flatnonzero((self._history_levels <= np.array(levels, dtype=np.int16)).all(axis=1))
             if below.size:
                 best = self._history_snaps[int(below[np.argmin(self._history_counts[below])])]
         if best is not None:

@@ -117,6 +117,12 @@ def test_public_key_is_bound_to_the_tls_identity(make_key):
         verify_public_key(cert_pem, ca_pem, "p1", ident.public_bytes(), sig, b"run-10")
     with pytest.raises(AuthenticationError, match="do not include 'p2'"):
         verify_public_key(cert_pem, ca_pem, "p2", ident.public_bytes(), sig, b"run-9")
+    # The CA's own certificate is not a party identity, even if it signed the key.
+    ca_key_pem = ca_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+    ca_sig = sign_public_key(ca_key_pem, ident.public_bytes(), b"run-9")
+    with pytest.raises(AuthenticationError, match="CA certificate"):
+        verify_public_key(ca_pem, ca_pem, "run-ca", ident.public_bytes(), ca_sig, b"run-9")
     other_ca_pem = _ca()[1].public_bytes(serialization.Encoding.PEM)
     with pytest.raises(AuthenticationError, match="not issued by the run CA"):
         verify_public_key(cert_pem, other_ca_pem, "p1", ident.public_bytes(), sig, b"run-9")

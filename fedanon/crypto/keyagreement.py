@@ -207,6 +207,11 @@ def verify_public_key(cert_pem: bytes, ca_cert_pem: bytes, expected_name: str, p
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature) as exc:
         raise AuthenticationError(f"certificate of {expected_name!r} is not issued by the run CA") from exc
+    try:
+        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            raise AuthenticationError(f"certificate presented for {expected_name!r} is a CA certificate")
+    except x509.ExtensionNotFound:
+        pass
     now = _dt.datetime.now(_dt.timezone.utc)
     if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
         raise AuthenticationError(f"certificate of {expected_name!r} is outside its validity period")

@@ -57,7 +57,7 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     """Group equal int64 keys in [0, span): (index of one row per group, group id per row).
 
     Group ids follow ascending key order. Small key ranges use a counting pass
-    (no sort); large ones one stable argsort.
+    (no sort); large ones one argsort.
     """
     n = key.shape[0]
     if n == 0:
@@ -73,7 +73,7 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
         first = np.empty(n_groups, dtype=np.int64)
         first[inverse] = np.arange(n, dtype=np.int64)
         return first, inverse
-    order = np.argsort(key, kind="stable")
+    order = np.argsort(key)  # any order within a group will do; the vectorized quicksort is ~5x faster
     sorted_key = key[order]
     boundary = np.empty(n, dtype=bool)
     boundary[0] = True

@@ -39,17 +39,24 @@ def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarra
     overflow, the partial key is compacted to dense group ids first.
     """
     n = columns[0].shape[0]
-    key = np.zeros(n, dtype=np.int64)
+    key: np.ndarray | None = None
     span = 1
     for col, radix in zip(columns, radices):
         if radix <= 1:
             continue
+        if key is None:
+            key = col.astype(np.int64)
+            span = radix
+            continue
         if span * radix >= _KEY_LIMIT:
             _, key = np.unique(key, return_inverse=True)
-            key = key.astype(np.int64, copy=False)
+            key = key.astype(np.int64, copy=False).reshape(-1)
             span = int(key.max()) + 1 if n else 1
-        key = key * radix + col
+        np.multiply(key, radix, out=key)  # in place: no temporaries on large tables
+        np.add(key, col, out=key)
         span *= radix
+    if key is None:
+        key = np.zeros(n, dtype=np.int64)
     return group_key(key, span)
 
 

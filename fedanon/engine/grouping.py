@@ -114,6 +114,7 @@ class Grouper:
         history_size: int = 256,
         snapshot_fraction: float = 0.6,
         history_budget: float = 8.0,
+        column_cache_mib: int = 96,
     ) -> None:
         self.qi_codes = np.ascontiguousarray(qi_codes, dtype=np.int32)
         self.n_rows = int(self.qi_codes.shape[0])
@@ -124,6 +125,8 @@ class Grouper:
         self.subset = None if subset is None else subset.astype(np.int64)
         self._qi_columns = [np.ascontiguousarray(self.qi_codes[:, i]) for i in range(self.qi_codes.shape[1])]
         self._columns: dict[tuple[int, int], np.ndarray] = {}
+        self._column_bytes = 0
+        self.column_cache_bytes = column_cache_mib << 20  # bound memory on very large tables
         self.history_size = history_size
         self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
         # total classes kept across all snapshots, as a multiple of the row count (memory bound)
@@ -142,7 +145,9 @@ class Grouper:
         col = self._columns.get(key)
         if col is None:
             col = self.code_maps[qi][level][self._qi_columns[qi]]
-            self._columns[key] = col
+            if self._column_bytes + col.nbytes <= self.column_cache_bytes:
+                self._columns[key] = col
+                self._column_bytes += col.nbytes
         return col
 
     def _level_map(self, qi: int, src: int, dst: int) -> np.ndarray:

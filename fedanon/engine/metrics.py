@@ -138,32 +138,23 @@ class Loss(Metric):
     name = "loss"
 
     def _bound_table(self):
-        ctx = self.ctx
-        tables = []
-        for i, h in enumerate(ctx.heights):
-            card0 = ctx.cardinalities[i][0].astype(np.float64)
-            t = np.zeros(h)
-            for l in range(h):
-                frac = ctx.leaf_fraction[i][l][ctx.level0_to_level[i][l]]
-                t[l] = _fsum(card0 * frac) / (ctx.n_rows * self.q)
-            tables.append(t)
-        return tables
-
-    def static_loss(self, levels):
-        tbl = self._table()
-        return math.fsum(float(tbl[i][l]) for i, l in enumerate(levels))
-
-    def _table(self):
+        """Per QI and level: the LM share of all rows, from static cardinalities."""
         if not hasattr(self, "_cached"):
-            self._cached = self._bound_table()
+            ctx = self.ctx
+            tables = []
+            for i, h in enumerate(ctx.heights):
+                card0 = ctx.cardinalities[i][0].astype(np.float64)
+                t = np.zeros(h)
+                for l in range(h):
+                    frac = ctx.leaf_fraction[i][l][ctx.level0_to_level[i][l]]
+                    t[l] = _fsum(card0 * frac) / (ctx.n_rows * self.q)
+                tables.append(t)
+            self._cached = tables
         return self._cached
 
-    def static_bound(self, levels):
-        levels = np.atleast_2d(levels)
-        out = np.zeros(levels.shape[0])
-        for i, t in enumerate(self._table()):
-            out += t[levels[:, i]]
-        return out
+    def static_loss(self, levels):
+        tbl = self._bound_table()
+        return math.fsum(float(tbl[i][l]) for i, l in enumerate(levels))
 
     def loss(self, levels, classes, failing):
         base = self.static_loss(levels)

@@ -40,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", metavar="INPUT.csv", help="the pooled table to split (first line = header)")
     sim = p.add_argument_group("simulation")
-    sim.add_argument("--protocol", default="B", type=str.upper, choices=["B"],
+    from fedanon.protocols.registry import available_protocols
+
+    sim.add_argument("--protocol", default="B", type=str.upper, choices=available_protocols(),
                      help="secure protocol to run (default B: shared AES keys + helper)")
     sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
                      help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim = p.add_argument_group("simulation")
     from fedanon.protocols.registry import available_protocols
 
-    sim.add_argument("--protocol", default="B", type=str.upper, choices=available_protocols(),
+    sim.add_argument("--protocol", default="B", type=str.upper, choices=[p for p in available_protocols() if p != "CHECK"],  # CHECK: connectivity only
                      help="secure protocol to run (default B: shared AES keys + helper)")
     sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
                      help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")

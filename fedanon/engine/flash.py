@@ -100,6 +100,7 @@ class FlashSearch:
         self.bound_pruning = not fully_monotone
         self.static_bounds = sb if self.bound_pruning else None
         self.pruned_nodes = 0
+        self.phase2_order = "bound"
 
     # ------------------------------------------------------------------ bookkeeping
     def _report(self) -> None:
@@ -243,8 +244,12 @@ class FlashSearch:
         bounds = np.full(lat.size, -math.inf)
         if bounds_sub is not None:
             bounds[ids] = bounds_sub
-            order = ids[np.lexsort((lat.rank[ids], bounds_sub))].tolist()
-            sorted_by_bound = True
+            if self.phase2_order == "bound":
+                order = ids[np.lexsort((lat.rank[ids], bounds_sub))].tolist()
+                sorted_by_bound = True
+            else:
+                order = self._dfs_order(remaining)
+                sorted_by_bound = False
         else:
             order = self._dfs_order(remaining)
             sorted_by_bound = False

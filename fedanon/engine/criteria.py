@@ -48,7 +48,10 @@ class Criterion(ABC):
     needs_subset: bool = False
     monotone: bool = True
     monotone_with_suppression: bool = False
-    # Minimum class size the model implies (AECS normalization, diagnostics).
+    # Every class this criterion accepts has at least this many rows. Read after
+    # prepare(); the search uses "at most s rows in smaller classes" as a necessary,
+    # suppression-monotone sub-criterion (Flash_2P phase 1) when the model itself
+    # is not monotone with suppression. 1 = no such implication.
     min_class_size: int = 1
 
     def prepare(self, context: CriterionContext) -> None:

@@ -114,6 +114,7 @@ class Grouper:
         history_size: int = 256,
         snapshot_fraction: float = 0.6,
         history_budget: float = 8.0,
+        history_mib: int = 96,
         column_cache_mib: int = 96,
     ) -> None:
         self.qi_codes = np.ascontiguousarray(qi_codes, dtype=np.int32)
@@ -129,8 +130,11 @@ class Grouper:
         self.column_cache_bytes = column_cache_mib << 20  # bound memory on very large tables
         self.history_size = history_size
         self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
-        # total classes kept across all snapshots, as a multiple of the row count (memory bound)
-        self.history_budget = max(1, min(int(history_budget * self.n_rows), max(2 * self.n_rows, 1_000_000)))
+        # total classes kept across all snapshots: at most history_budget x rows and history_mib MiB
+        # bytes one stored class costs: QI codes, size, sensitive histograms, subset count
+        per_class = 4 * self.qi_codes.shape[1] + 8 + 8 * sum(self.sensitive_sizes.values()) + (8 if subset is not None else 0)
+        by_memory = (history_mib << 20) // per_class
+        self.history_budget = max(1, min(int(history_budget * self.n_rows), by_memory))
         self._history_classes = 0
         self._history_levels: np.ndarray | None = None  # matrix of stored levels, rebuilt lazily
         self._history: "OrderedDict[tuple[int, ...], Classes]" = OrderedDict()

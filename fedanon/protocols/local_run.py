@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from fedanon.protocols.api import LocalData, RoleContext, RoleOutcome, RunSettings
 from fedanon.protocols.registry import role_function
@@ -32,8 +33,13 @@ class LocalRun:
 
 
 def run_in_memory(settings: RunSettings, local: dict[str, LocalData | None], *, record: bool = False,
-                  timeout_s: float = 600.0) -> LocalRun:
-    """Run all parties named in `settings.parties`; errors are collected per party, not raised."""
+                  timeout_s: float = 600.0,
+                  setup: Callable[[dict[str, InMemoryTransport]], None] | None = None) -> LocalRun:
+    """Run all parties named in `settings.parties`; errors are collected per party, not raised.
+
+    `setup` may adjust the transports before any role starts (tests use it to give parties
+    TLS identity material or to put a tampering wrapper around the helper's transport).
+    """
     names = list(settings.parties)
     network = InMemoryNetwork(names)
     run = LocalRun()
@@ -42,6 +48,8 @@ def run_in_memory(settings: RunSettings, local: dict[str, LocalData | None], *, 
         if record:
             transport.recorded = []
         run.transports[name] = transport
+    if setup is not None:
+        setup(run.transports)
 
     def body(name: str) -> None:
         role = settings.parties[name]

@@ -31,7 +31,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from fedanon.crypto.deterministic import generate_key
-from fedanon.crypto.keyagreement import KeyAgreementIdentity
+from fedanon.crypto.errors import CryptoError
+from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
 from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -107,8 +108,10 @@ def _shared(exc: FedanonError) -> FedanonError:
 
 def _abort_unless_shared(ctx: RoleContext, exc: BaseException) -> None:
     """A local failure the others do not know of: abort the run so nobody waits for us."""
-    if getattr(exc, "shared_with_all", False) or isinstance(exc, PeerError):
+    if getattr(exc, "shared_with_all", False):
         return
+    if isinstance(exc, PeerError) and not isinstance(exc, CryptoError):
+        return  # a transport failure: the run is already aborted or a peer is gone
     try:
         ctx.transport.abort(f"party {ctx.me!r} failed: {exc}")
     except Exception:  # the abort is best effort; the original error is what matters
@@ -117,6 +120,10 @@ def _abort_unless_shared(ctx: RoleContext, exc: BaseException) -> None:
 
 def _keys_context(run_id: str) -> bytes:
     return b"fedanon/B/v1/column-keys/" + run_id.encode("utf-8")
+
+
+def _binding_context(run_id: str) -> bytes:
+    return b"fedanon/B/v1/x25519-binding/" + run_id.encode("utf-8")
 
 
 def _plain_context(run_id: str) -> bytes:
@@ -166,6 +173,8 @@ class _Primary:
         self.recipient = self.settings.result_recipient
         self.identity = KeyAgreementIdentity.generate(self.me)
         self.run_id = self.settings.run_id
+        # (cert PEM, key PEM, CA PEM) of this party's TLS identity, if the transport offers it
+        self.tls: tuple[bytes, bytes, bytes] | None = getattr(ctx.transport, "tls_identity", None)
 
     # -- encrypt -------------------------------------------------------------------
     def _hello(self) -> dict[str, Any]:
@@ -174,6 +183,11 @@ class _Primary:
         summary = hello_summary(self.local, config)
         summary["local_errors"] = [p.public for p in problems]
         summary["public_key"] = self.identity.public_bytes().hex()
+        if self.tls is not None:  # bind the X25519 key to our TLS certificate (helper cannot swap it)
+            cert_pem, key_pem, _ca_pem = self.tls
+            summary["public_key_signature"] = sign_public_key(
+                key_pem, self.identity.public_bytes(), _binding_context(self.run_id)).hex()
+            summary["certificate"] = cert_pem.decode("ascii")
         self.transport.send(self.helper, "b/hello", _control(summary))
         if not problems:  # key-independent work overlaps the wait for the roster and keys
             self._prepared = self._prepare_share()
@@ -184,8 +198,26 @@ class _Primary:
         _raise_remote(control, self.me)
         return control
 
-    def _agree_keys(self, roster: dict[str, Any]) -> ColumnCiphers:
+    def _verified_publics(self, roster: dict[str, Any]) -> dict[str, bytes]:
+        """The primaries' X25519 keys; checked against their certificates when we have a CA."""
         publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+        if self.tls is None:
+            return publics
+        ca_pem = self.tls[2]
+        bindings = roster.get("bindings", {})
+        for party, public in publics.items():
+            if party == self.me:
+                continue
+            binding = bindings.get(party)
+            if not binding:
+                raise ProtocolError(f"party {party!r} did not bind its key-agreement key to its TLS certificate; "
+                                    "refusing to share column keys with it")
+            verify_public_key(binding["certificate"].encode("ascii"), ca_pem, party, public,
+                              bytes.fromhex(binding["signature"]), _binding_context(self.run_id))
+        return publics
+
+    def _agree_keys(self, roster: dict[str, Any]) -> ColumnCiphers:
+        publics = self._verified_publics(roster)
         columns: list[str] = roster["columns"]
         owners: dict[str, str] = roster.get("owners", {})
         tid = roster.get("tid_column")
@@ -300,7 +332,7 @@ class _Primary:
         qis = set(self.settings.config.quasi_identifiers)
         plain = {c: ciphers.decrypt_dictionary(c, d, allow_suppressed=c in qis)
                  for c, d in zip(request.columns, request.dictionaries)}
-        publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+        publics = self._verified_publics(roster)
         sealed = self.identity.seal(self.recipient, publics[self.recipient],
                                     codec.encode_table_parts(list(plain), np.zeros((0, len(plain)), np.int32),
                                                              list(plain.values())),
@@ -327,7 +359,7 @@ class _Primary:
                 _raise_remote(control, self.me)
                 plain: dict[str, list[bytes]] = {}
                 if per_party:
-                    publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+                    publics = self._verified_publics(roster)
                     for owner in control.get("owners_decrypting", []):
                         sealed = transport.receive(self.helper, f"b/plain/{owner}")
                         blob = self.identity.open(owner, publics[owner], sealed, _plain_context(self.run_id))
@@ -460,7 +492,10 @@ class _Helper:
             if verdict.errors:
                 self._stop("run stopped before any data was sent: " + "; ".join(verdict.errors), "b/roster")
             tid = hellos[self.primaries[0]]["tid_column"] if vertical else None
+            bindings = {p: {"signature": hellos[p]["public_key_signature"], "certificate": hellos[p]["certificate"]}
+                        for p in self.primaries if hellos[p].get("public_key_signature")}
             roster = {"ok": True, "public_keys": {p: hellos[p]["public_key"] for p in self.primaries},
+                      "bindings": bindings,
                       "columns": verdict.columns, "owners": verdict.owners, "tid_column": tid}
             for p in self.primaries:
                 transport.send(p, "b/roster", _control(roster))

@@ -76,3 +76,16 @@ def test_conflicting_hierarchies_stop_a_daemon_run(tmp_path: Path) -> None:
     from fedanon.engine.config import AnonymizationConfig
     with pytest.raises(FedanonError, match="hierarchies of column 'age' disagree between party 'p1' and party 'p2'"):
         run_simulation(parties, "B", "horizontal", AnonymizationConfig(["age", "sex", "zipcode"], k=2), "p1")
+
+
+def test_simulate_vertical_per_party_keys_over_daemons(tmp_path: Path) -> None:
+    """Every owner decrypts its own columns; sealed plaintext dictionaries are relayed to p2."""
+    out, ref, report = tmp_path / "sim.csv", tmp_path / "ref.csv", tmp_path / "rep.json"
+    model = [*QI_FLAGS, "--k", "2", "--suppression", "0.25", "--metric", "aecs"]
+    assert main(["simulate", "--split", "vertical", "--parties", "3", "--per-party-keys", "--recipient", "p2",
+                 str(EXAMPLE / "example.csv"), *model, "--output", str(out), "--report", str(report), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *model, "--output", str(ref), "-q"]) == 0
+    assert _rows(out) == _rows(ref)
+    rows = json.loads(report.read_text())["phase_table"]
+    for owner in ("p1", "p3"):  # owners other than the recipient took part in decryption
+        assert sum(r["bytes_sent"] for r in rows if r["party"] == owner and r["phase"] == "decrypt") > 0

@@ -3,13 +3,13 @@
 Roles and messages (every primary talks only to the helper; the helper relays sealed
 key bundles it cannot read):
 
-encrypt    primary -> helper   b/hello       schema facts, X25519 public key, local-check verdict
+encrypt    primary -> helper   b/hello       schema facts, X25519 public key (+ TLS-key signature), local checks
            helper  -> primary  b/roster      ok + everyone's public keys, or the error that stops the run
            leader  -> helper   b/keys-for/P  column keys sealed for primary P   (relayed as b/keys)
-           primary -> helper   b/data        encrypted, permuted table + hierarchies (+ subset flags)
+           primary -> helper   b/data        encrypted, permuted table + hierarchies (+ TID tokens, subset flags)
 integrate  helper  -> primary  b/integrated  ok, or the conflict/TID problem (with ciphertexts to name)
 anonymize  helper runs the unchanged engine on ciphertext
-decrypt    helper  -> recipient b/result     re-permuted encrypted output + report
+decrypt    helper  -> recipient b/result     re-permuted encrypted output + suppression mask + report
            helper  -> owner     b/decrypt    (vertical, per-party keys) the owner's output dictionaries
            owner   -> helper    b/plain      those dictionaries decrypted, sealed for the recipient
            helper  -> others    b/done       report (no data)

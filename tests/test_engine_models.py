@@ -288,3 +288,45 @@ def test_hierarchical_closeness_shortcut_agrees_with_exact_distances():
         e = eq.distances(stats)
         assert (d <= e + 1e-12).all() and (d >= e / 3 - 1e-12).all()  # the bracket holds (H = 3)
         assert crit.classes_ok(stats).tolist() == (d <= t + 1e-9).tolist()
+
+
+def test_t_closeness_implied_minimum_class_size_is_safe():
+    """min_class_size m: no class with fewer rows is t-close, and some m-row class is."""
+    from itertools import combinations_with_replacement
+
+    rows = [[f"v{i}", f"a{i // 2}", "*"] for i in range(5)]
+    h = Hierarchy.from_rows("s", rows)
+    code_map, _ = h.code_map([f"v{i}".encode() for i in range(5)])
+    total = np.array([9, 5, 3, 2, 1])
+    for kind in ("equal", "hierarchical"):
+        for t in (0.1, 0.2, 0.3, 0.5):
+            crit = TClosenessCriterion(TCloseness(t, kind, "s"))
+            crit.prepare(CriterionContext(n_rows=20, histograms_total={"s": total},
+                                          sensitive_code_maps={"s": code_map}))
+            m = crit.min_class_size
+            for size in range(1, m + 1):  # every histogram of this size
+                hists = []
+                for combo in combinations_with_replacement(range(5), size):
+                    hist = np.zeros(5, dtype=np.int64)
+                    np.add.at(hist, list(combo), 1)
+                    hists.append(hist)
+                hists = np.array(hists)
+                ok = crit.classes_ok(ClassStats(hists.sum(axis=1), {"s": hists}))
+                if size < m:
+                    assert not ok.any(), (kind, t, size, m)
+                elif kind == "equal":
+                    assert ok.any(), (kind, t, size)  # the bound is exact for the equal distance
+
+
+def test_hierarchical_closeness_on_a_forest_has_no_lower_bound():
+    """Top level with two trees: moving mass between them is free in the formula (as in ARX)."""
+    h = Hierarchy.from_rows("s", [["a", "X"], ["b", "X"], ["c", "Y"]])
+    code_map, _ = h.code_map([b"a", b"b", b"c"])
+    crit = TClosenessCriterion(TCloseness(0.1, "hierarchical", "s"))
+    crit.prepare(CriterionContext(n_rows=3, histograms_total={"s": np.array([1, 1, 1])},
+                                  sensitive_code_maps={"s": code_map}))
+    assert crit.min_class_size == 1
+    hist = np.array([[0, 0, 1], [1, 0, 0]])
+    stats = ClassStats(hist.sum(axis=1), {"s": hist})
+    assert np.allclose(crit.distances(stats), [0.0, 1 / 3])
+    assert crit.classes_ok(stats).tolist() == [True, False]

@@ -52,6 +52,7 @@ class TClosenessCriterion(Criterion):
         self._up: list[np.ndarray] = []
         self._leaf = np.zeros((0, 0))
         self._leaf_identity = True
+        self._rooted = True
         self._single = np.zeros(0)
         self._height = 0
 
@@ -68,6 +69,37 @@ class TClosenessCriterion(Criterion):
             self._build_tree(np.asarray(maps), len(total))
         # distance of a one-row class holding value v, for the singleton shortcut
         self._single = self._emd(np.eye(len(total), dtype=np.int64), np.ones(len(total), dtype=np.int64))
+        self.min_class_size = self._smallest_feasible_size(int(context.n_rows))
+
+    def _smallest_feasible_size(self, n_rows: int) -> int:
+        """Smallest class size m for which some m-row class can be t-close.
+
+        Every smaller class fails, so the search may use "k-anonymity with
+        k = m" as a necessary, suppression-monotone sub-criterion (predictive
+        tagging, §3.2) even though t-closeness itself is not monotone with
+        suppression. The closest an m-row class can get to q in equal-distance
+        EMD is the largest-remainder rounding of m·q (optimal for L1); the
+        hierarchical EMD is at least that divided by H (each unit of mass moves
+        at least 1/H). A 2·EPS margin keeps the bound on the safe side of the
+        per-class test's tolerance.
+        """
+        q = self._q
+        assert q is not None
+        if self.kind == "hierarchical" and (self._height == 0 or not self._rooted):
+            # no lower bound: a one-level hierarchy puts every value at distance 0,
+            # and mass moved between different top-level trees costs nothing in the formula
+            return 1
+        scale = float(self._height) if self.kind == "hierarchical" and self._height > 1 else 1.0
+        for m in range(1, max(1, n_rows) + 1):
+            exact = m * q
+            counts = np.floor(exact)
+            rest = int(round(m - counts.sum()))
+            if rest > 0:
+                counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
+            best_equal = 0.5 * float(np.abs(counts / m - q).sum())
+            if best_equal / scale <= self.t + 2 * EPS:
+                return m
+        return max(1, n_rows)
 
     def _build_tree(self, code_map: np.ndarray, n_leaves: int) -> None:
         """One child→parent indicator matrix per level, from the level-0 code map."""
@@ -78,6 +110,8 @@ class TClosenessCriterion(Criterion):
         self._leaf = np.zeros((n_leaves, int(code_map[0].max()) + 1), dtype=np.float64)
         self._leaf[np.arange(n_leaves), code_map[0]] = 1.0
         self._leaf_identity = bool(np.array_equal(code_map[0], np.arange(n_leaves)))
+        # one common root: only then is every move between distinct values worth >= 1/H
+        self._rooted = bool(n_leaves == 0 or code_map[self._height].max() == 0)
         self._up = []
         for level in range(1, self._height + 1):
             child = code_map[level - 1]
@@ -132,14 +166,14 @@ class TClosenessCriterion(Criterion):
         if self.kind == "equal" or self._height <= 1:
             return self.distances(stats) <= self.t + EPS
         # The equal-distance EMD brackets the hierarchical one: every unit of
-        # mass moves at least 1/H and at most 1, so eq/H <= hier <= eq. Only
-        # classes the bracket leaves open need the tree computation.
+        # mass moves at most 1 and, below one common root, at least 1/H, so
+        # eq/H <= hier <= eq. Only classes the bracket leaves open need the tree.
         hist = np.asarray(stats.histograms[self.model.attribute])
         sizes = hist.sum(axis=1)
         sizes_f = np.where(sizes == 0, 1, sizes).astype(np.float64)
         equal = 0.5 * np.abs(hist - np.multiply.outer(sizes_f, self._q)).sum(axis=1) / sizes_f
         ok = equal <= self.t + EPS
-        open_ = ~ok & (equal / self._height <= self.t + EPS)
+        open_ = ~ok & (equal / self._height <= self.t + EPS) if self._rooted else ~ok
         if open_.any():
             ok[open_] = self._emd(hist[open_], sizes[open_]) <= self.t + EPS
         return ok

@@ -300,3 +300,10 @@ def test_local_failure_aborts_the_others_quickly(example) -> None:
         assert isinstance(run.errors[party], PeerError), (party, run.errors.get(party))
         assert "'p2'" in str(run.errors[party])
     assert run.elapsed_s < 10
+
+
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_shared_keys_other_recipient(example, distribution: str) -> None:
+    columns, rows, hierarchies = example
+    config = AnonymizationConfig(EX_QIS, l_diversity=LDiversity("distinct", 2, "diagnosis"), suppression=0.25)
+    assert_equivalent(columns, rows, hierarchies, config, distribution, 3, recipient="p2")

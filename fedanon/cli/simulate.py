@@ -200,7 +200,8 @@ def _kb(n: int) -> str:
 def phase_rows(party_reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Flatten per-party reports into one row per (party, phase): seconds, bytes sent/received."""
     rows = []
-    for party, rep in party_reports.items():
+    ordered = sorted(party_reports.items(), key=lambda item: (item[1].get("role") == "helper", item[0]))
+    for party, rep in ordered:
         traffic = rep.get("traffic", {})
         sent = traffic.get("bytes_sent_by_phase", {})
         received = traffic.get("bytes_received_by_phase", {})

@@ -294,3 +294,27 @@ def test_error_unwritable_output(tmp_path, capsys):
                   "missing/o.csv", "cannot write")
     _expect_error(capsys, [EX / "example.csv", *EX_QI, "-o", tmp_path / "o.csv",
                            "--report", tmp_path / "nope" / "r.json"], "nope/r.json", "cannot write")
+
+
+def test_verify_flag_fails_on_a_doctored_engine_result(tmp_path, capsys, monkeypatch):
+    """--verify must not trust the engine: a result that breaks k is reported, exit code 1."""
+    import fedanon.engine as engine
+
+    real = engine.anonymize
+
+    def doctored(table, hierarchies, config, **kw):
+        res = real(table, hierarchies, config, **kw)
+        zc = table.column_index("zipcode")
+        res.output.dictionaries[zc] = list(res.output.dictionaries[zc]) + [b"82667"]
+        codes = res.output.codes.copy()
+        codes[0, zc] = len(res.output.dictionaries[zc]) - 1  # row 1 gets its raw zipcode back
+        res.output.codes = codes
+        return res
+
+    monkeypatch.setattr(engine, "anonymize", doctored)
+    rep = tmp_path / "r.json"
+    code, _, err = run_cli([EX / "example.csv", *EX_QI, "--k", "2", "-o", tmp_path / "o.csv", "--report", rep,
+                            "--verify", "-q"], capsys)
+    assert code == 1
+    assert "verifier found violations" in err and "zipcode" in err
+    assert json.loads(rep.read_text())["verified"] is False

@@ -127,7 +127,7 @@ def test_example_reference_optimum(example) -> None:
 
 
 @pytest.mark.parametrize("suppression", [0.0, 0.02])
-@pytest.mark.parametrize("model", ["k", "recursive-l", "t-equal", "delta"])
+@pytest.mark.parametrize("model", ["k", "recursive-l", "t-equal", "t-hierarchical", "delta"])
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
 def test_adult_sample_equals_centralized(adult_sample, distribution: str, n: int, model: str,

@@ -88,7 +88,7 @@ def test_flash_equals_exhaustive_for_models(model, data):
     problems = verify_anonymized(table.columns, rows, table.columns, out, cfg, hier,
                                  research_subset=subset, transformation=res.transformation,
                                  suppressed=list(res.suppressed),
-                                 reported_suppressed_rows=res.suppressed_rows)
+                                 reported_suppressed_rows=res.suppressed_rows, reported_classes=res.classes)
     assert problems == [], (cfg, res.transformation, problems)
 
 

@@ -146,6 +146,9 @@ def test_verify_result_catches_a_doctored_engine_result(example):
     res2 = anonymize(table, hier, cfg)
     res2.suppressed_rows = 1
     assert any("report says 1" in p for p in verify_result(table, hier, cfg, res2))
+    res2.suppressed_rows = 0
+    res2.classes = 5  # the optimum (1,0,3) has 4 classes
+    assert any("report says 5 classes" in p for p in verify_result(table, hier, cfg, res2))
     res3 = anonymize(table, hier, AnonymizationConfig(QIS, k=2))
     assert verify_result(table, hier, AnonymizationConfig(QIS, k=3), res3)  # stricter model than used
     assert np.asarray(res3.suppressed).sum() == 0

@@ -209,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
 
         problems = verify_anonymized(header, rows, header, out_rows, config, hierarchies,
                                      research_subset=subset, transformation=result.transformation,
-                                     suppressed=suppressed, reported_suppressed_rows=result.suppressed_rows)
+                                     suppressed=suppressed, reported_suppressed_rows=result.suppressed_rows,
+                                     reported_classes=result.classes)
         report["verified"] = not problems
         report["violations"] = problems[:20]
     if spec.report is not None:

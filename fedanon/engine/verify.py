@@ -153,6 +153,7 @@ def verify_anonymized(
     transformation: Mapping[str, int] | None = None,
     suppressed: Sequence[bool] | None = None,
     reported_suppressed_rows: int | None = None,
+    reported_classes: int | None = None,
 ) -> list[str]:
     """Return human-readable violations; an empty list means the output is valid.
 
@@ -264,6 +265,9 @@ def verify_anonymized(
         if subset[r]:
             subset_in_class[key] += 1
 
+    if reported_classes is not None and reported_classes != len(classes):
+        problems.append(f"report says {reported_classes} classes, output has {len(classes)}")
+
     k = int(_cfg(config, "k", 1) or 1)
     ldiv = _cfg(config, "l_diversity")
     tclose = _cfg(config, "t_closeness")
@@ -322,4 +326,5 @@ def verify_result(table: Any, hierarchies: Mapping[str, Any], config: Any, resul
         transformation=dict(result.transformation),
         suppressed=[bool(x) for x in result.suppressed],
         reported_suppressed_rows=int(result.suppressed_rows),
+        reported_classes=int(result.classes),
     )

@@ -143,3 +143,68 @@ def test_grouping_with_key_overflow_compaction():
     for cls in range(classes.count):
         members = values[classes.row_class == cls]
         assert (members == members[0]).all()
+
+
+def test_metric_values_on_the_example_node_103():
+    """Hand-computed values at (1,0,3): four classes of two rows, no suppression."""
+    import math
+
+    table, hier = example()
+    expected = {
+        "height": 4.0,
+        "precision-star": (1 / 2 + 0 + 3 / 5) / 3,
+        "precision": (1 / 2 + 0 + 3 / 5) / 3,
+        "aecs": 2.0,
+        "discernibility": 16.0,
+        "discernibility-star": 16.0,
+        # age: 2 rows in 1-19 (1 of 7 other leaves), 4 in 20-60 (3/7), 2 in 61-99 (1/7); zip: 8 x 3/7
+        "loss": (2 / 7 + 12 / 7 + 2 / 7 + 24 / 7) / 24,
+        # -log2 X per cell: age 2*1 + 4*2 + 2*1, zipcode 8*2
+        "nonuniform-entropy": 28.0,
+        # -X log2 X per cell: age 2*0.5 + 4*0.5 + 2*0.5, zipcode 8*0.5
+        "entropy": 8.0,
+    }
+    for metric, value in expected.items():
+        prep = prepare(table, hier, AnonymizationConfig(QIS, k=2, metric=metric))
+        classes = prep.grouper.group_rows((1, 0, 3))
+        ev = prep.checker.judge((1, 0, 3), classes)
+        assert ev.anonymous and ev.classes == 4
+        assert math.isclose(ev.loss, value, rel_tol=1e-12), metric
+
+
+def test_suppression_aware_metric_values():
+    """DM charges n per suppressed row, AECS counts the suppressed rows as one class,
+    NUE adds the loss of generalizing the suppressed rows to the root (§3.6.2)."""
+    import math
+
+    table, hier = example()
+    cfgs = {m: AnonymizationConfig(QIS, k=3, suppression=0.5, metric=m) for m in ("discernibility", "aecs", "nonuniform-entropy")}
+    preps = {m: prepare(table, hier, c) for m, c in cfgs.items()}
+    lat = preps["aecs"].lattice
+    seen = 0
+    for node in range(lat.size):
+        levels = lat.node_levels(node)
+        classes = preps["aecs"].grouper.group_rows(levels, keep_rows=True)
+        sizes = classes.stats.sizes.tolist()
+        dropped = [s for s in sizes if s < 3]
+        if not 0 < sum(dropped) <= 4:
+            continue
+        seen += 1
+        kept = [s for s in sizes if s >= 3]
+        ev = {m: p.checker.judge(levels, p.grouper.group_rows(levels)) for m, p in preps.items()}
+        assert ev["discernibility"].loss == sum(s * s for s in kept) + 8 * sum(dropped)
+        assert math.isclose(ev["aecs"].loss, 8 / (len(kept) + 1))
+        # NUE: the static part over all rows + per QI, -sum c*log2(c/S) over the suppressed rows' values
+        static = preps["nonuniform-entropy"].checker.metric.static_loss(levels)
+        rows = table.decode_rows()
+        sup_rows = [r for r, cls in enumerate(classes.row_class.tolist()) if sizes[cls] < 3]
+        extra = 0.0
+        for qi, level in zip(QIS, levels):
+            gen = {h[0]: h[level] for h in hier[qi].rows}
+            counts = {}
+            for r in sup_rows:
+                v = gen[rows[r][table.column_index(qi)]]
+                counts[v] = counts.get(v, 0) + 1
+            extra += -sum(c * math.log2(c / len(sup_rows)) for c in counts.values())
+        assert math.isclose(ev["nonuniform-entropy"].loss, static + extra, rel_tol=1e-12)
+    assert seen > 0

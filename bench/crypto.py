@@ -3,7 +3,7 @@
 
 Usage: python3 bench/crypto.py [--quick] [--json OUT.json]
 
-Prints ops/s per primitive (1 core and all cores; best of 3 runs, 1 with --quick), the projected pure-crypto time of
+Prints ops/s per primitive (1 core and all cores; best of 5 runs, 1 with --quick),
 Protocol A on ADULT vertical with 3 parties, the class-count decryption gain of Paillier
 packing, and ratios against references measured in the same run (phe's Paillier,
 Pohlig-Hellman-3072) and against the dissertation's figures (EC-Pohlig-Hellman ≈ 3,000
@@ -110,13 +110,13 @@ def adult_distinct_values(data_dir: Path) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller samples, one run each (~20 s instead of ~2 min)")
+    ap.add_argument("--quick", action="store_true", help="smaller samples, one run each (~20 s instead of ~3-4 min)")
     ap.add_argument("--json", metavar="OUT.json", help="also write the results as JSON")
     ap.add_argument("--workers", type=int, default=0, help="cores for the 'all cores' column (0 = all)")
     args = ap.parse_args(argv)
     q = args.quick
     global REPEATS
-    REPEATS = 1 if q else 3
+    REPEATS = 1 if q else 5
     workers = parallel.resolve_workers(args.workers)
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     parallel.warm_up(workers)

@@ -229,9 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     packed = packer.pack(class_sums)
     t_pack = time.perf_counter() - t
-    t = time.perf_counter()
-    packer.unpack(sk, packed, n_classes)
-    t_packed = time.perf_counter() - t
+    t_packed = float("inf")
+    for _ in range(20):  # one decryption is ~7 ms: take the least disturbed of 20
+        t = time.perf_counter()
+        packer.unpack(sk, packed, n_classes)
+        t_packed = min(t_packed, time.perf_counter() - t)
     packing = {
         "classes": n_classes, "slot_bits": packer.slot_bits, "slots_per_ciphertext": packer.slots,
         "keyholder_decrypt_s_unpacked": t_unpacked, "keyholder_decrypt_s_packed": t_packed,

@@ -54,3 +54,18 @@ def test_keys_round_trip_and_bad_messages(key):
         generate_counter_key("rsa")
     with pytest.raises(KeyFormatError):
         counter_public_key_from_bytes(b"\x01abc")
+
+
+def test_final_counter_decryption_and_invalid_counters(key):
+    rng = random.Random(2)
+    real = [rng.random() < 0.8 for _ in range(3500)]  # > 2 packed Paillier blocks
+    pub = key.public_key
+    cts = pub.encrypt_counters(real, workers=2)
+    assert key.decrypt_counters(cts) == [int(r) for r in real]
+    assert key.decrypt_counters([]) == []
+    if key.scheme == "paillier":
+        bad = pub.key.ciphertexts_to_bytes([pub.key.encrypt(2)])
+    else:
+        bad = pub.key.encrypt(2)
+    with pytest.raises(DecryptionError, match="not 0 or 1"):
+        key.decrypt_counters(cts[:5] + [bad] + cts[5:9])

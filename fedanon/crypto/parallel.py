@@ -28,6 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence, TypeVar
 
+from fedanon.errors import FedanonError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -102,8 +104,13 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
         pool = _pool(w)
         futures = [pool.submit(fn, list(c)) for c in chunks]
         out: list[R] = []
-        for f in futures:
-            out.extend(f.result())
+        for k, f in enumerate(futures):
+            try:
+                out.extend(f.result())
+            except FedanonError as exc:
+                # Item numbers in a worker's message are relative to its chunk: say where it was.
+                start = k * chunk_size
+                raise type(exc)(f"{exc} [in batch items {start}..{min(start + chunk_size, n) - 1}]") from exc
     except (BrokenProcessPool, OSError) as exc:
         # OSError: the platform cannot start worker processes (e.g. no /dev/shm in a sandbox).
         _log.warning("crypto worker pool unavailable (%s: missing __main__ guard, killed worker or "

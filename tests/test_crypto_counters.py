@@ -31,13 +31,14 @@ def test_helper_message_decrypts_to_the_true_class_sizes(key):
         assert key.decrypt_class_counts(message, n_classes) == expected
 
 
-def test_paillier_message_is_packed(key):
-    if key.scheme != "paillier":
-        pytest.skip("packing is Paillier-specific")
+def test_message_size_paillier_packed_elgamal_per_class(key):
     pub = key.public_key
     loaded = pub.load(pub.encrypt_counters([1] * 300, workers=1))
-    message = pub.class_sums(loaded, list(range(300)), 300)  # 300 singleton classes: 1-bit slots
-    assert len(message) == 7 + pub.key.ciphertext_bytes  # one ciphertext for all 300 classes
+    message = pub.class_sums(loaded, list(range(300)), 300)  # 300 singleton classes
+    if key.scheme == "paillier":
+        assert len(message) == 7 + pub.key.ciphertext_bytes  # 1-bit slots: one ciphertext for all
+    else:
+        assert len(message) == 9 + 300 * 66  # one 66-byte ciphertext per class
     assert key.decrypt_class_counts(message, 300) == [1] * 300
 
 

@@ -106,14 +106,14 @@ class PaillierCounterPublicKey(CounterPublicKey):
     def to_bytes(self) -> bytes:
         return bytes([_TAG["paillier"]]) + self.key.to_bytes()
 
-    def encrypt_counters(self, real, workers=None):
+    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         w = self.key.ciphertext_bytes
         return [int(c).to_bytes(w, "big") for c in self.key.encrypt_zero_one(real, workers=workers)]
 
-    def load(self, ciphertexts):
+    def load(self, ciphertexts: Sequence[bytes]) -> object:
         return self.key.ciphertexts_from_bytes(b"".join(ciphertexts))
 
-    def class_sums(self, loaded, class_ids, n_classes):
+    def class_sums(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> bytes:
         sums = self.key.sum_by_class(loaded, class_ids, n_classes)
         sizes = [0] * n_classes
         for j in class_ids:
@@ -138,7 +138,7 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
     def to_bytes(self) -> bytes:
         return bytes([_TAG["paillier"]]) + self.key.to_bytes()
 
-    def decrypt_class_counts(self, message, n_classes, workers=1):
+    def decrypt_class_counts(self, message: bytes, n_classes: int, workers: int | None = 1) -> list[int]:
         if len(message) < 7 or message[0] != _TAG["paillier"]:
             raise DecryptionError("not a Paillier class-sum message")
         slot_bits, n = struct.unpack_from(">HI", message, 1)
@@ -148,7 +148,7 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
         packed = self.key.public_key.ciphertexts_from_bytes(message[7:])
         return packer.unpack(self.key, packed, n_classes, workers=workers)
 
-    def decrypt_counters(self, ciphertexts, workers=None):
+    def decrypt_counters(self, ciphertexts: Sequence[bytes], workers: int | None = None) -> list[int]:
         # The dissertation decrypts every row counter (r + r_p Paillier decryptions). The key
         # holder can instead pack them itself — Horner with 2-bit slots, ~1,500 counters per
         # ciphertext — and decrypt ~1/1500 as many; 2 bits (not 1) so that a counter of 2 or 3
@@ -172,13 +172,13 @@ class ElGamalCounterPublicKey(CounterPublicKey):
     def to_bytes(self) -> bytes:
         return bytes([_TAG["elgamal"]]) + self.key.to_bytes()
 
-    def encrypt_counters(self, real, workers=None):
+    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         return self.key.encrypt_zero_one(real, workers=workers)
 
-    def load(self, ciphertexts):
+    def load(self, ciphertexts: Sequence[bytes]) -> object:
         return elgamal.CiphertextVector(ciphertexts)
 
-    def class_sums(self, loaded, class_ids, n_classes):
+    def class_sums(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> bytes:
         sizes = [0] * n_classes
         for j in class_ids:
             sizes[j] += 1
@@ -203,7 +203,7 @@ class ElGamalCounterPrivateKey(CounterPrivateKey):
     def to_bytes(self) -> bytes:
         return bytes([_TAG["elgamal"]]) + self.key.to_bytes()
 
-    def decrypt_class_counts(self, message, n_classes, workers=1):
+    def decrypt_class_counts(self, message: bytes, n_classes: int, workers: int | None = 1) -> list[int]:
         if len(message) < 9 or message[0] != _TAG["elgamal"]:
             raise DecryptionError("not an ElGamal class-sum message")
         bound, n = struct.unpack_from(">II", message, 1)
@@ -213,7 +213,7 @@ class ElGamalCounterPrivateKey(CounterPrivateKey):
             raise DecryptionError(f"class-sum message for {n} classes / {len(body)} bytes; expected {n_classes}")
         return [self.key.decrypt(body[i: i + w], max_value=bound) for i in range(0, len(body), w)]
 
-    def decrypt_counters(self, ciphertexts, workers=None):
+    def decrypt_counters(self, ciphertexts: Sequence[bytes], workers: int | None = None) -> list[int]:
         try:
             return _check_bits([self.key.decrypt(c, max_value=1) for c in ciphertexts])
         except DecryptionError as exc:

@@ -98,3 +98,20 @@ def test_a_key_swapping_helper_is_caught_before_any_key_is_sealed(pki) -> None:
     assert not any(t.startswith("b/keys-for/") for t in topics)
     for party in ("p2", "p3", "helper"):
         assert isinstance(run.errors[party], (PeerError, AuthenticationError)), (party, run.errors.get(party))
+
+
+def test_a_network_transport_without_tls_identity_fails_closed() -> None:
+    """A transport that needs key binding but offers no TLS identity stops the run (no silent fallback)."""
+    columns, rows = read_table_csv(DATA / "example.csv")
+    hierarchies = {a: Hierarchy.read_csv(DATA / f"example_hierarchy_{a}.csv", a) for a in QIS}
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split_horizontal(columns, rows, 3))}
+    settings = RunSettings("unbound-run", "B", "horizontal", AnonymizationConfig(QIS, k=2),
+                           {n: ("helper" if n == "helper" else "primary") for n in NAMES}, "p1", {})
+
+    def as_network(transports) -> None:
+        for t in transports.values():
+            t.requires_key_binding = True  # as over gRPC, but no identity given
+
+    run = run_in_memory(settings, local, record=True, timeout_s=60, setup=as_network)
+    assert "cannot bind its key-agreement key" in str(run.errors["p1"]), run.errors
+    assert "p1" not in run.outcomes

@@ -92,6 +92,8 @@ class PartyService(pb_grpc.PartyServicer):
         self.cfg = cfg
         self.log = log
         self.pool = ChannelPool(cfg.tls, cfg.limits)
+        # read once at start-up (check_identity has validated it): protocols sign their keys with it
+        self.tls_identity: tuple[bytes, bytes, bytes] = cfg.tls.read()
         self._runs: dict[str, RunState] = {}
         self._lock = threading.Lock()
         self._data_cache: tuple[Any, LocalData] | None = None
@@ -165,6 +167,7 @@ class PartyService(pb_grpc.PartyServicer):
             self.cfg.name, request.run_id, list(state.settings.parties),
             PeerLinks(self.pool, self.cfg.peers), state.inbox, self.cfg.limits,
             on_phase=lambda phase, what: self._phase_event(state, phase, what),
+            tls_identity=self.tls_identity,
         )
 
         def coordinator_gone() -> None:

@@ -83,8 +83,11 @@ class GrpcTransport(Transport):
         inbox: RunInbox,
         limits: Limits,
         on_phase: PhaseListener | None = None,
+        tls_identity: tuple[bytes, bytes, bytes] | None = None,
     ) -> None:
         super().__init__(me)
+        # the daemon's own (cert, key, CA) PEMs: protocols bind their key-agreement keys to them
+        self.tls_identity = tls_identity
         self.run_id = run_id
         self.others = [p for p in parties if p != me]
         self._links = links

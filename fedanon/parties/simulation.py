@@ -48,6 +48,9 @@ class SimulatedParty:
     tid_column: str | None = None
     subset_column: str | None = None
     delimiter: str = ";"
+    # command that starts `fedanon` for this party (default: this interpreter, `-m fedanon`);
+    # tests put a deliberately misbehaving party behind a wrapper script this way
+    launcher: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -167,9 +170,10 @@ class SimulatedNetwork:
         pkg_root = str(Path(fedanon.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log = open(self.dir / "logs" / f"{name}.log", "ab")
+        launcher = next((p.launcher for p in self.parties if p.name == name), None) or (sys.executable, "-m", "fedanon")
         try:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "fedanon", "party", "serve", "--config", str(self.config_paths[name]),
+                [*launcher, "party", "serve", "--config", str(self.config_paths[name]),
                  "--ready-file", str(ready), "--log-level", self.log_level],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )

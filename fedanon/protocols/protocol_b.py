@@ -175,6 +175,11 @@ class _Primary:
         self.run_id = self.settings.run_id
         # (cert PEM, key PEM, CA PEM) of this party's TLS identity, if the transport offers it
         self.tls: tuple[bytes, bytes, bytes] | None = getattr(ctx.transport, "tls_identity", None)
+        if self.tls is None and getattr(ctx.transport, "requires_key_binding", True):
+            # fail closed: without our TLS identity we can neither sign our key nor check the
+            # others', and a helper in the middle could then read every column key it relays
+            raise ProtocolError(f"party {self.me!r} cannot bind its key-agreement key: the transport "
+                                "provides no TLS identity; refusing to run Protocol B unauthenticated")
 
     # -- encrypt -------------------------------------------------------------------
     def _hello(self) -> dict[str, Any]:

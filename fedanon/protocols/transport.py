@@ -71,9 +71,18 @@ class Transport(abc.ABC):
     matter. Payloads are opaque bytes: serialization is the protocol's job.
     """
 
+    #: Whether a protocol must bind its own keys to this party's TLS identity before
+    #: trusting keys relayed by another party. True for every network transport; only
+    #: the single-process in-memory transport (no network, so nobody in the middle) is
+    #: exempt. A protocol that finds this True but no `tls_identity` fails closed.
+    requires_key_binding: bool = True
+
     def __init__(self, me: str) -> None:
         self.me = me
         self.stats = TrafficStats()
+        # (certificate PEM, private key PEM, CA certificate PEM) of this party's TLS
+        # identity, for protocols that bind their own keys to it; None when unknown.
+        self.tls_identity: tuple[bytes, bytes, bytes] | None = None
         self._phase = "setup"
         # Every payload this party received, kept only when a test asks for it:
         # the privacy tests scan it for other parties' raw values.
@@ -155,6 +164,7 @@ class InMemoryTransport(Transport):
     """Transport over in-process queues; payloads are copied as bytes like on a wire."""
 
     _POLL_S = 0.05
+    requires_key_binding = False  # one process, no network: nothing can sit in the middle
 
     def __init__(self, me: str, network: InMemoryNetwork) -> None:
         super().__init__(me)

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.engine.config import AnonymizationConfig
     from fedanon.engine.csvio import read_table_csv
     from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.protocols.baseline import baseline_for_split
     from fedanon.protocols.equivalence import centralized, differences
 
     console = Console()
@@ -95,4 +96,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print("[bold green]OK[/bold green]: identical to the centralized anonymization "
                           f"(same transformation, same multiset of {len(sim.rows):,} rows)")
+        baseline = baseline_for_split(columns, rows, hierarchies, config, split, args.parties, central=central.result)
+        console.print(f"secure integration: {baseline.one_line()}")
     return 1 if failures else 0

@@ -58,6 +58,8 @@ class BaselineResult:
     baseline_loss: float
     suppressed_rows: int
     details: dict[str, Any] = field(default_factory=dict)
+    row_levels: np.ndarray | None = field(default=None, repr=False)  # rows x QIs, the baseline's recoding
+    suppressed: np.ndarray | None = field(default=None, repr=False)  # the baseline's suppressed rows
 
     @property
     def percent(self) -> float | None:
@@ -73,8 +75,8 @@ class BaselineResult:
 
     def one_line(self) -> str:
         pct = "n/a" if self.percent is None else f"{self.percent:.0f} %"
-        return (f"secure result loss {self.secure_loss:.6g} vs. anonymize-then-integrate baseline "
-                f"{self.baseline_loss:.6g} ({self.metric}): the secure result has {pct} of the baseline's loss")
+        return (f"loss {self.secure_loss:.4g} vs. {self.baseline_loss:.4g} anonymizing each share alone "
+                f"(§4.3 baseline, {self.metric}): {pct} of the baseline's loss")
 
 
 # --------------------------------------------------------------------------- loss of a recoded table
@@ -237,7 +239,7 @@ def horizontal_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], 
     baseline = recoded_loss(table, hierarchies, config, levels, suppressed)
     return BaselineResult("horizontal", len(row_groups), config.metric,
                           secure_loss(table, hierarchies, config, *secure), baseline, int(suppressed.sum()),
-                          {"party_results": per_party})
+                          {"party_results": per_party}, levels, suppressed)
 
 
 def lowest_class_preserving_level(qi_codes: Sequence[np.ndarray], classes: np.ndarray) -> int:
@@ -275,7 +277,8 @@ def vertical_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], co
     return BaselineResult("vertical", len(column_groups), config.metric,
                           secure_loss(table, hierarchies, config, *secure), baseline, int(suppressed.sum()),
                           {"anonymizing_party": party, "baseline_transformation": levels_by_qi,
-                           "candidate_losses": {f"p{c[3]}": c[0] for c in candidates}})
+                           "candidate_losses": {f"p{c[3]}": c[0] for c in candidates}},
+                          _uniform_levels(config, levels_by_qi, table.n_rows), suppressed)
 
 
 def _keep_classes(table, hierarchies, config, party, own, result):

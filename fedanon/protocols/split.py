@@ -44,21 +44,34 @@ def free_tid_name(columns: Sequence[str], wanted: str = DEFAULT_TID) -> str:
     return name
 
 
+def horizontal_row_groups(n: int, parties: int, mode: Literal["round-robin", "blocks"] = "round-robin"
+                          ) -> list[list[int]]:
+    """Which rows each party holds in a horizontal split (also used by the baselines)."""
+    if parties < 1:
+        raise InputError(f"need at least one party, got {parties}")
+    if n < parties:
+        raise InputError(f"cannot deal {n} rows over {parties} parties (each needs at least one row)")
+    if mode == "round-robin":
+        return [list(range(p, n, parties)) for p in range(parties)]
+    if mode == "blocks":
+        bounds = np.linspace(0, n, parties + 1).astype(int)
+        return [list(range(bounds[p], bounds[p + 1])) for p in range(parties)]
+    raise InputError(f"unknown horizontal split mode {mode!r} (round-robin, blocks)")
+
+
+def vertical_column_groups(columns: Sequence[str], parties: int) -> list[list[str]]:
+    """Which data columns each party holds in a vertical split: dealt round-robin."""
+    if parties < 1:
+        raise InputError(f"need at least one party, got {parties}")
+    if len(columns) < parties:
+        raise InputError(f"cannot deal {len(columns)} columns over {parties} parties (each needs one)")
+    return [list(columns[p::parties]) for p in range(parties)]
+
+
 def split_horizontal(columns: Sequence[str], rows: Sequence[Sequence[str]], parties: int,
                      mode: Literal["round-robin", "blocks"] = "round-robin",
                      research_subset: np.ndarray | None = None) -> list[Share]:
-    if parties < 1:
-        raise InputError(f"need at least one party, got {parties}")
-    if len(rows) < parties:
-        raise InputError(f"cannot deal {len(rows)} rows over {parties} parties (each needs at least one row)")
-    n = len(rows)
-    if mode == "round-robin":
-        groups = [list(range(p, n, parties)) for p in range(parties)]
-    elif mode == "blocks":
-        bounds = np.linspace(0, n, parties + 1).astype(int)
-        groups = [list(range(bounds[p], bounds[p + 1])) for p in range(parties)]
-    else:
-        raise InputError(f"unknown horizontal split mode {mode!r} (round-robin, blocks)")
+    groups = horizontal_row_groups(len(rows), parties, mode)
     shares = []
     for group in groups:
         subset = None if research_subset is None else np.asarray(research_subset, dtype=bool)[group]
@@ -69,16 +82,13 @@ def split_horizontal(columns: Sequence[str], rows: Sequence[Sequence[str]], part
 def split_vertical(columns: Sequence[str], rows: Sequence[Sequence[str]], parties: int,
                    research_subset: np.ndarray | None = None, tid_column: str | None = None) -> list[Share]:
     """Columns dealt round-robin; a generated TID (row number) is shared by all parties."""
-    if parties < 1:
-        raise InputError(f"need at least one party, got {parties}")
-    if len(columns) < parties:
-        raise InputError(f"cannot deal {len(columns)} columns over {parties} parties (each needs one)")
+    groups = vertical_column_groups(columns, parties)
     tid = tid_column or free_tid_name(columns)
     tids = [str(i + 1) for i in range(len(rows))]
     shares = []
-    for p in range(parties):
-        idx = list(range(p, len(columns), parties))
-        cols = [tid] + [columns[i] for i in idx]
+    for p, group in enumerate(groups):
+        idx = [list(columns).index(c) for c in group]
+        cols = [tid] + list(group)
         data = [list(r) for r in zip(tids, *(map(itemgetter(i), rows) for i in idx))]
         subset = np.asarray(research_subset, dtype=bool) if (research_subset is not None and p == 0) else None
         shares.append(Share(cols, data, tid, subset))

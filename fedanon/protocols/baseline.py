@@ -1,0 +1,39 @@
+"""The §4.3 baseline for a simulated split: what the parties would get without fedanon.
+
+`fedanon simulate --baseline`, `fedanon demo` and `bench/baselines.py` deal a pooled
+table over parties exactly as the protocol run does (`split.py`) and hand the same
+row or column groups to the engine's baselines, so the percentage printed next to a
+run compares the secure result with anonymize-then-integrate on the very same shares.
+Only `simulate` and the demo can do this: they hold the pooled table. In a real run
+over daemons no party holds it, so no baseline is computed there.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from fedanon.engine.anonymizer import anonymize
+from fedanon.engine.baselines import BaselineResult, horizontal_baseline, vertical_baseline
+from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import AnonymizationResult
+from fedanon.engine.table import EncodedTable
+from fedanon.protocols.split import horizontal_row_groups, vertical_column_groups
+
+
+def baseline_for_split(columns: Sequence[str], rows: Sequence[Sequence[str]], hierarchies: dict[str, Hierarchy],
+                       config: AnonymizationConfig, distribution: str, parties: int, *,
+                       split_mode: str = "round-robin", column_groups: Sequence[Sequence[str]] | None = None,
+                       central: AnonymizationResult | None = None) -> BaselineResult:
+    """Baseline on the shares a protocol run with these settings deals (or on given column groups)."""
+    table = EncodedTable.from_rows(list(columns), rows)
+    if central is None:
+        central = anonymize(table, hierarchies, config)
+    secure = (central.transformation, np.asarray(central.suppressed, dtype=bool))
+    if distribution == "horizontal":
+        groups = horizontal_row_groups(len(rows), parties, split_mode)  # type: ignore[arg-type]
+        return horizontal_baseline(table, hierarchies, config, groups, secure)
+    return vertical_baseline(table, hierarchies, config, column_groups or vertical_column_groups(columns, parties),
+                             secure)

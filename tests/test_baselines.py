@@ -237,3 +237,26 @@ def test_baselines_refuse_t_closeness(example):
     config = AnonymizationConfig(EX_QIS, k=2, t_closeness=TCloseness(0.5, "equal", "diagnosis"))
     with pytest.raises(InputError, match="t-closeness"):
         horizontal_baseline(table, hierarchies, config, [[0, 1, 2, 3], [4, 5, 6, 7]], ({}, np.zeros(8, bool)))
+
+
+# --------------------------------------------------------------------------- CLI
+@pytest.mark.parametrize("split", ["horizontal", "vertical"])
+def test_simulate_baseline_reports_the_same_metric_both_sides(tmp_path, capsys, split):
+    """`simulate --baseline`: the report's percent is secure / baseline from one metric."""
+    import json
+
+    from fedanon.cli import main
+
+    ex = DATA / "example"
+    qi = [f"--qi={q}={ex / f'example_hierarchy_{q}.csv'}" for q in EX_QIS]
+    report = tmp_path / "r.json"
+    assert main(["simulate", str(ex / "example.csv"), *qi, "--k", "2", "--split", split, "--parties", "2",
+                 "--in-memory", "--baseline", "-q", "-o", str(tmp_path / "o.csv"), "--report", str(report)]) == 0
+    line = capsys.readouterr().out
+    assert "of the baseline's loss" in line
+    doc = json.loads(report.read_text())
+    b = doc["baseline"]
+    assert b["split"] == split and b["metric"] == "nonuniform-entropy"
+    assert b["secure_loss"] == pytest.approx(doc["information_loss"], rel=1e-9)  # the protocol's own figure
+    assert b["percent"] == pytest.approx(100 * b["secure_loss"] / b["baseline_loss"])
+    assert f"{b['percent']:.0f} %" in line

@@ -30,6 +30,7 @@ def test_demo_adult_horizontal_and_vertical_over_daemons(capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("OK: identical to the centralized anonymization") == 2
     assert "MISMATCH" not in out
+    assert out.count("of the baseline's loss") == 2  # the §4.3 comparison, once per split
     for phase in ("encrypt", "integrate", "anonymize", "decrypt"):
         assert phase in out
 

@@ -208,3 +208,30 @@ def test_suppression_aware_metric_values():
             extra += -sum(c * math.log2(c / len(sup_rows)) for c in counts.values())
         assert math.isclose(ev["nonuniform-entropy"].loss, static + extra, rel_tol=1e-12)
     assert seen > 0
+
+
+def test_both_nonuniform_entropy_variants_hand_computed():
+    """Node (1,1,4), k=3, 50 % suppression: classes 20-60 (4 rows), 61-99 (2), 1-19 (2);
+    the two 2-row classes (4 rows) are suppressed.
+
+    Static part, -log2(card(orig)/card(gen)) per cell: age 2*1 + 4*2 + 2*1 = 12,
+    sex 8*1 = 8, zipcode 8*3 = 24 -> 44. The monotonic variant (ARX
+    createEntropyMetric(true)) stops there; the non-monotonic one adds the suppressed
+    rows generalized to the root: age {61-99: 2, 1-19: 2} -> 2*1 + 2*1 = 4, sex and
+    zipcode one value each -> 0, so 48."""
+    import math
+
+    table, hier = example()
+    expected = {"nonuniform-entropy-monotonic": 44.0, "nonuniform-entropy": 48.0}
+    for metric, value in expected.items():
+        prep = prepare(table, hier, AnonymizationConfig(QIS, k=3, suppression=0.5, metric=metric))
+        ev = prep.checker.judge((1, 1, 4), prep.grouper.group_rows((1, 1, 4)))
+        assert ev.anonymous and ev.suppressed_rows == 4 and ev.classes == 1
+        assert math.isclose(ev.loss, value, rel_tol=1e-12), metric
+        # only the monotonic variant lets Flash skip phase 2 under suppression
+        assert prep.checker.metric_monotone is (metric == "nonuniform-entropy-monotonic")
+    # without suppression the two are the same metric
+    for levels in [(0, 0, 0), (1, 0, 3), (2, 1, 5)]:
+        losses = [prepare(table, hier, AnonymizationConfig(QIS, k=1, metric=m)).checker.evaluate(levels).loss
+                  for m in expected]
+        assert math.isclose(losses[0], losses[1], rel_tol=1e-12)

@@ -24,6 +24,7 @@ METRICS = (
     "discernibility-star",
     "entropy",
     "nonuniform-entropy",
+    "nonuniform-entropy-monotonic",
 )
 
 

@@ -253,7 +253,13 @@ class _EntropyBase(Metric):
 
 
 class NonUniformEntropy(_EntropyBase):
-    """NUEM: -sum over cells log2(card(orig) / card(generalized)); §3.6.2 variant with suppression."""
+    """NUEM: -sum over cells log2(card(orig) / card(generalized)); §3.6.2 variant with suppression.
+
+    Suppressed rows are charged as generalized to the root (the loss of the suppressed
+    rows' values among themselves is added). That makes the metric NON-monotonic with
+    suppression: ARX calls this variant `createEntropyMetric(false)` (MetricMDNUNMEntropy).
+    See `NonUniformEntropyMonotonic` for the other one.
+    """
 
     name = "nonuniform-entropy"
 
@@ -262,6 +268,22 @@ class NonUniformEntropy(_EntropyBase):
 
     def _bound_table(self):
         return self._table()
+
+
+class NonUniformEntropyMonotonic(NonUniformEntropy):
+    """NUEM, monotonic variant: suppression is not charged (ARX `createEntropyMetric(true)`).
+
+    The loss is the static part over all rows at the node's levels, whether a row is
+    suppressed or not -- like PM* and DM*, it depends on the levels only, so it is
+    monotone with suppression too and Flash_B needs no second phase. The two variants
+    agree without suppression; with suppression they can pick different optima.
+    """
+
+    name = "nonuniform-entropy-monotonic"
+    monotone_with_suppression = True
+
+    def loss(self, levels, classes, failing):
+        return self.static_loss(levels)
 
 
 class Entropy(_EntropyBase):
@@ -278,7 +300,8 @@ class Entropy(_EntropyBase):
 
 _METRICS: dict[str, type[Metric]] = {
     cls.name: cls
-    for cls in (Height, Precision, PrecisionStar, Loss, AECS, Discernibility, DiscernibilityStar, Entropy, NonUniformEntropy)
+    for cls in (Height, Precision, PrecisionStar, Loss, AECS, Discernibility, DiscernibilityStar, Entropy, NonUniformEntropy,
+                NonUniformEntropyMonotonic)
 }
 
 

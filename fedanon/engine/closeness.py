@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.config import TCloseness
 from fedanon.engine.criteria import ClassStats, Criterion, CriterionContext
+from fedanon.engine.grouping import group_key
 from fedanon.errors import InputError
 
 EPS = 1e-9
@@ -55,6 +57,10 @@ class TClosenessCriterion(Criterion):
         self._rooted = True
         self._single = np.zeros(0)
         self._height = 0
+        # sparse form of the tree: leaf -> level-0 node, child -> parent per level, q per node
+        self._leaf_node = np.zeros(0, dtype=np.int64)
+        self._parent_of: list[np.ndarray] = []
+        self._q_nodes: list[np.ndarray] = []
 
     def prepare(self, context: CriterionContext) -> None:
         attr = self.model.attribute
@@ -67,6 +73,9 @@ class TClosenessCriterion(Criterion):
             if maps is None:
                 raise InputError(f"hierarchical t-closeness needs the hierarchy of {attr!r}")
             self._build_tree(np.asarray(maps), len(total))
+            self._q_nodes = [np.bincount(self._leaf_node, weights=self._q, minlength=self._leaf.shape[1])]
+            for parent_of in self._parent_of:
+                self._q_nodes.append(np.bincount(parent_of, weights=self._q_nodes[-1]))
         # distance of a one-row class holding value v, for the singleton shortcut
         self._single = self._emd(np.eye(len(total), dtype=np.int64), np.ones(len(total), dtype=np.int64))
         self.min_class_size = self._smallest_feasible_size(int(context.n_rows))
@@ -119,6 +128,10 @@ class TClosenessCriterion(Criterion):
             up = np.zeros((int(child.max()) + 1, int(parent.max()) + 1), dtype=np.float64)
             up[child, parent] = 1.0
             self._up.append(up)
+            parent_of = np.zeros(int(child.max()) + 1, dtype=np.int64)
+            parent_of[child] = parent
+            self._parent_of.append(parent_of)
+        self._leaf_node = code_map[0].astype(np.int64)
 
     def distances(self, stats: ClassStats) -> np.ndarray:
         """EMD of every class to the table distribution (exposed for tests/reports).
@@ -132,7 +145,10 @@ class TClosenessCriterion(Criterion):
         """
         if self._q is None:
             raise RuntimeError("prepare() must run before the check")
-        hist = np.asarray(stats.histograms[self.model.attribute])
+        hist = stats.histograms[self.model.attribute]
+        if isinstance(hist, SparseHistogram):
+            return self._emd_sparse(hist)
+        hist = np.asarray(hist)
         sizes = hist.sum(axis=1)
         single = sizes == 1
         n_single = int(np.count_nonzero(single))
@@ -162,7 +178,45 @@ class TClosenessCriterion(Criterion):
             x = moved
         return cost / sizes_f
 
+    def _emd_sparse(self, hist: SparseHistogram) -> np.ndarray:
+        """EMD per class from (class, value, count) entries, linear in the entries.
+
+        Equal distance: 0.5/s * (sum over present values |c - s q| + s * (q mass of the
+        absent values)). Hierarchical: the closed form only needs, per inner node, its
+        children's positive surplus and its net surplus; a child without class mass has
+        negative surplus and a parent without class mass contributes 0, so only the
+        present (class, node) pairs are visited, level by level.
+        """
+        q = self._q
+        assert q is not None
+        sizes = hist.sizes().astype(np.float64)
+        safe = np.where(sizes == 0, 1.0, sizes)
+        mass = hist.count.astype(np.float64)
+        if self.kind == "equal":
+            dev = np.abs(mass - safe[hist.cls] * q[hist.value])
+            absent_q = 1.0 - hist.per_class_sum(q[hist.value])
+            return 0.5 * (hist.per_class_sum(dev) + sizes * absent_q) / safe
+        if self._height == 0:
+            return np.zeros(hist.n_classes)
+        cls, node = hist.cls, self._leaf_node[hist.value]
+        if not self._leaf_identity:
+            cls, node, mass = _merge_pairs(cls, node, mass, self._leaf.shape[1], hist.n_classes)
+        cost = np.zeros(hist.n_classes)
+        for level, parent_of in enumerate(self._parent_of, start=1):
+            surplus = mass - safe[cls] * self._q_nodes[level - 1][node]
+            parent = parent_of[node]
+            width = self._q_nodes[level].shape[0]
+            p_cls, p_node, p_mass, p_pos = _merge_pairs(cls, parent, mass, width, hist.n_classes,
+                                                        extra=np.maximum(surplus, 0.0))
+            moved = p_mass - safe[p_cls] * self._q_nodes[level][p_node]
+            cost += (level / self._height) * np.bincount(p_cls, weights=np.minimum(p_pos, p_pos - moved),
+                                                         minlength=hist.n_classes)
+            cls, node, mass = p_cls, p_node, p_mass
+        return cost / safe
+
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
+        if isinstance(stats.histograms[self.model.attribute], SparseHistogram):
+            return self.distances(stats) <= self.t + EPS
         if self.kind == "equal" or self._height <= 1:
             return self.distances(stats) <= self.t + EPS
         # The equal-distance EMD brackets the hierarchical one: every unit of
@@ -180,6 +234,19 @@ class TClosenessCriterion(Criterion):
 
     def describe(self) -> str:
         return f"{self.t:g}-closeness ({self.kind} EMD) of {self.model.attribute}"
+
+
+def _merge_pairs(cls: np.ndarray, node: np.ndarray, mass: np.ndarray, width: int, n_classes: int,
+                 extra: np.ndarray | None = None):
+    """Sum `mass` (and `extra`) over equal (class, node) pairs; node codes are < width."""
+    key = cls * width + node
+    first, inverse = group_key(key, n_classes * width)
+    n = first.shape[0]
+    summed = np.bincount(inverse, weights=mass, minlength=n)
+    pair = key[first]
+    if extra is None:
+        return pair // width, pair % width, summed
+    return pair // width, pair % width, summed, np.bincount(inverse, weights=extra, minlength=n)
 
 
 def build(model: TCloseness) -> TClosenessCriterion:

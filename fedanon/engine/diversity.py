@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.config import LDiversity
 from fedanon.engine.criteria import ClassStats, Criterion, CriterionContext
 from fedanon.errors import InputError
@@ -59,7 +60,10 @@ class LDiversityCriterion(Criterion):
         return None
 
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
-        hist = np.asarray(stats.histograms[self.model.attribute])
+        hist = stats.histograms[self.model.attribute]
+        if isinstance(hist, SparseHistogram):
+            return self._classes_ok_sparse(hist)
+        hist = np.asarray(hist)
         if hist.ndim != 2:
             raise ValueError("histogram must be (classes x sensitive codes)")
         distinct = np.count_nonzero(hist, axis=1)
@@ -77,6 +81,35 @@ class LDiversityCriterion(Criterion):
         else:
             ok[enough] = self._recursive(candidates)
         return ok
+
+    def _classes_ok_sparse(self, hist: SparseHistogram) -> np.ndarray:
+        """The same tests on (class, value, count) entries: work linear in the entries."""
+        enough = hist.distinct() >= self.l - EPS
+        if self.variant == "distinct" or not enough.any():
+            return enough
+        counts = hist.count.astype(np.float64)
+        sizes = hist.sizes().astype(np.float64)
+        if self.variant == "entropy":
+            # H = log s - (1/s) sum c log c
+            safe = np.where(sizes == 0, 1.0, sizes)
+            entropy = np.log(safe) - hist.per_class_sum(counts * np.log(counts)) / safe
+            return enough & (entropy >= math.log(self.l) - EPS)
+        l_int = int(self.l)
+        if hist.domain < l_int:
+            return np.zeros(hist.n_classes, dtype=bool)
+        # entries sorted by (class, count) with one plain sort of packed int64 keys: the
+        # largest counts of a class are the last entries of its block
+        packed = np.left_shift(hist.cls, 32)
+        np.bitwise_or(packed, hist.count, out=packed)
+        packed.sort()
+        cls_sorted = np.right_shift(packed, 32)
+        c_sorted = np.bitwise_and(packed, 0xFFFFFFFF).astype(np.float64)
+        ends = np.cumsum(np.bincount(cls_sorted, minlength=hist.n_classes))
+        from_end = ends[cls_sorted] - 1 - np.arange(packed.shape[0], dtype=np.int64)  # 0 = largest
+        r1 = np.zeros(hist.n_classes)
+        r1[cls_sorted[from_end == 0]] = c_sorted[from_end == 0]
+        top = np.bincount(cls_sorted, weights=np.where(from_end < l_int - 1, c_sorted, 0.0), minlength=hist.n_classes)
+        return enough & (r1 < self.c * (sizes - top))  # type: ignore[operator]
 
     @staticmethod
     def _entropy(hist: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 
@@ -35,6 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("input", nargs="?", default=None, metavar="INPUT.csv",
                    help="table to anonymize (first line = header)")
     add_privacy_arguments(p)
+    search = p.add_argument_group("search")
+    search.add_argument("--node-budget", type=int, default=None, metavar="N",
+                        help=f"exact Flash up to N lattice nodes, a heuristic search above "
+                             f"(default {DEFAULT_NODE_BUDGET:,})")
+    search.add_argument("--time-limit", type=float, default=None, metavar="S",
+                        help="seconds the heuristic search may take; it then returns the best verified "
+                             "transformation found with optimum_found false, a loss lower bound and the gap "
+                             "(default: run until the optimum is proven)")
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv", help="anonymized table")
     out.add_argument("--report", default=None, metavar="REPORT.json", help="write a JSON report")
@@ -137,6 +147,9 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     t.add_row("information loss", f"{report['information_loss']:.6g} ({report['metric']})")
     t.add_row("classes", str(report["classes"]))
     t.add_row("suppressed rows", str(report["suppressed_rows"]))
+    if "loss_lower_bound" in report:
+        t.add_row("optimum", "proven" if report["optimum_found"] else
+                  f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%}")
     t.add_row("checks / roll-ups", f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes")
     t.add_row("time", f"{report['elapsed_s']:.3f} s")
     t.add_row("output", f"{spec.output} ({written} rows)")
@@ -156,6 +169,17 @@ def _write(path: Path, action: Callable[[], Any]) -> None:
 
 
 # --------------------------------------------------------------------------- command
+def search_limits(args: argparse.Namespace) -> SearchLimits:
+    """--node-budget / --time-limit, checked (InputError: one line, exit code 2)."""
+    budget = DEFAULT_NODE_BUDGET if args.node_budget is None else args.node_budget
+    if budget < 0:
+        raise InputError(f"--node-budget must be >= 0, got {budget}")
+    limit = args.time_limit
+    if limit is not None and not (limit > 0 and math.isfinite(limit)):
+        raise InputError(f"--time-limit must be a positive number of seconds, got {limit}")
+    return SearchLimits(node_budget=budget, time_limit=limit)
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
     from fedanon.engine.csvio import read_table_csv, write_table_csv
@@ -181,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
     table = EncodedTable.from_rows(header, rows)
     progress, stop = _progress_factory(args.quiet)
     try:
-        result = anonymize(table, hierarchies, config, research_subset=subset, progress=progress)
+        result = anonymize(table, hierarchies, config, research_subset=subset, progress=progress,
+                           limits=search_limits(args))
     finally:
         stop()
 

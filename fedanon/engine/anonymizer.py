@@ -18,6 +18,7 @@ from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria
 from fedanon.engine.flash import FlashSearch
 from fedanon.engine.grouping import Grouper
+from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.lattice import Lattice
 from fedanon.engine.metrics import MetricContext, build_metric
@@ -174,11 +175,24 @@ def anonymize(
     *,
     research_subset: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
+    limits: SearchLimits | None = None,
 ) -> AnonymizationResult:
-    """Find and apply the globally optimal full-domain generalization (+ suppression)."""
+    """Find and apply the globally optimal full-domain generalization (+ suppression).
+
+    Beyond `limits.node_budget` nodes the heuristic search runs instead of Flash; with
+    a `limits.time_limit` it may return a verified but not proven-optimal node
+    (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`).
+    """
     start = time.perf_counter()
     prep = prepare(table, hierarchies, config, research_subset)
-    return search_and_apply(prep, prep.checker, progress=progress, started=start)
+    return search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
+
+
+def gap(loss: float, lower_bound: float) -> float:
+    """Relative distance of a loss to a lower bound of the optimum (0 = proven optimal)."""
+    if loss <= lower_bound:
+        return 0.0
+    return (loss - lower_bound) / loss if loss > 0 else 0.0
 
 
 def search_and_apply(
@@ -187,6 +201,7 @@ def search_and_apply(
     *,
     progress: Callable[[int, int], None] | None = None,
     started: float | None = None,
+    limits: SearchLimits | None = None,
 ) -> AnonymizationResult:
     """Run Flash against any checker and materialize its optimum.
 
@@ -196,15 +211,29 @@ def search_and_apply(
     """
     start = time.perf_counter() if started is None else started
     config = prep.config
-    search = FlashSearch(prep.lattice, checker, progress)
-    outcome = search.run()
-    if outcome.node is None:
+    limits = limits or SearchLimits()
+    extra: dict = {}
+    if prep.lattice.size <= limits.node_budget:
+        outcome = FlashSearch(prep.lattice, checker, progress).run()
+        node_levels = None if outcome.node is None else prep.lattice.node_levels(outcome.node)
+        best_loss, checks, algorithm, tagged, optimum_found = (outcome.loss, outcome.checks, outcome.algorithm,
+                                                               outcome.tagged, True)
+    else:
+        h = HeuristicSearch(prep.lattice, checker, limits.time_limit, progress).run()
+        node_levels, best_loss, checks, algorithm, tagged = h.levels, h.loss, h.checks, h.algorithm, 0
+        optimum_found = h.optimum_found
+        extra = {"loss_lower_bound": h.loss_lower_bound, "expanded": h.expanded, "node_budget": limits.node_budget,
+                 "time_limit_s": limits.time_limit}
+        if node_levels is not None:
+            extra["gap"] = gap(best_loss, h.loss_lower_bound)
+    if node_levels is None:
         raise NoSolutionError(
             "no transformation satisfies the privacy model"
             + (f" within the suppression limit of {checker.suppression_limit} rows" if config.suppression else
                " without suppression (try allowing some suppression or weaker parameters)")
+            + ("" if optimum_found else f" (none found within the {limits.time_limit:g} s time limit)")
         )
-    levels = prep.lattice.node_levels(outcome.node)
+    levels = node_levels
     output, suppressed, kept = materialize(prep, levels, checker)
     elapsed = time.perf_counter() - start
     return AnonymizationResult(
@@ -212,15 +241,15 @@ def search_and_apply(
         output=output,
         suppressed=suppressed,
         suppressed_rows=int(suppressed.sum()),
-        information_loss=float(outcome.loss),
+        information_loss=float(best_loss),
         metric=config.metric,
         classes=kept,
-        checks=outcome.checks,
+        checks=checks,
         rollups=prep.grouper.rollups,
         elapsed_s=elapsed,
         lattice_size=prep.lattice.size,
-        optimum_found=True,
-        algorithm=outcome.algorithm,
-        tagged=outcome.tagged,
-        extra={"row_groupings": prep.grouper.row_groupings},
+        optimum_found=optimum_found,
+        algorithm=algorithm,
+        tagged=tagged,
+        extra={"row_groupings": prep.grouper.row_groupings, **extra},
     )

@@ -32,17 +32,18 @@ from fedanon.engine.lattice import Lattice
 UNKNOWN, YES, NO, PRUNED = 0, 1, 2, 3
 
 
-def _tol(x: float) -> float:
+def tolerance(x: float) -> float:
+    """Absolute slack under which two losses count as equal (float noise of sums)."""
     return 1e-9 * max(1.0, abs(x))
 
 
 def better(loss: float, rank: int, best_loss: float, best_rank: int) -> bool:
     """Strictly better under (loss, stable order), with float noise treated as a tie."""
-    if best_rank < 0:
+    if best_rank is None or best_rank == -1:  # nothing yet (-1: Flash's int ranks)
         return True
-    if loss < best_loss - _tol(best_loss):
+    if loss < best_loss - tolerance(best_loss):
         return True
-    if loss > best_loss + _tol(best_loss):
+    if loss > best_loss + tolerance(best_loss):
         return False
     return rank < best_rank
 
@@ -127,7 +128,7 @@ class FlashSearch:
         """Bound-based pruning; also holds for every generalization (bound monotone, rank larger)."""
         if self.best_rank < 0:
             return False
-        tol = _tol(self.best_loss)
+        tol = tolerance(self.best_loss)
         if bound > self.best_loss + tol:
             return True
         return bound >= self.best_loss - tol and int(self.lattice.rank[node]) > self.best_rank
@@ -263,12 +264,12 @@ class FlashSearch:
                 continue
             b = bounds[node]
             if self.best_rank >= 0:
-                if b > self.best_loss + _tol(self.best_loss):
+                if b > self.best_loss + tolerance(self.best_loss):
                     if sorted_by_bound:
                         self.done = lat.size
                         break
                     continue
-                if b >= self.best_loss - _tol(self.best_loss) and rank[node] > self.best_rank:
+                if b >= self.best_loss - tolerance(self.best_loss) and rank[node] > self.best_rank:
                     continue
             if self.strict_yes[node] or (full_no_suppression and st[node] == YES):
                 loss = self.checker.static_loss(lat.node_levels(node))
@@ -276,7 +277,7 @@ class FlashSearch:
                     self._offer(node, loss)
                     continue
             ev = self._evaluate(node)
-            if self.best_rank >= 0 and ev.bound > self.best_loss + _tol(self.best_loss):
+            if self.best_rank >= 0 and ev.bound > self.best_loss + tolerance(self.best_loss):
                 pruned |= lat.generalizations_mask(node)
             if self.done % 64 == 0:
                 self._report()

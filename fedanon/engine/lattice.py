@@ -8,6 +8,8 @@ vectorized comparison.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from fedanon.errors import InputError
@@ -16,6 +18,13 @@ MAX_NODES = 5_000_000
 
 
 class Lattice:
+    """The lattice of level vectors; per-node arrays are built on first use only.
+
+    Size, heights and strides are always available (the heuristic search for huge
+    lattices works on level vectors alone and never materializes anything); the
+    per-node arrays Flash tags with are built when first touched, up to MAX_NODES.
+    """
+
     def __init__(self, heights: list[int]) -> None:
         """`heights[i]` = number of levels of QI i (max level = heights[i] - 1)."""
         if not heights or any(h < 1 for h in heights):
@@ -25,29 +34,51 @@ class Lattice:
         size = 1
         for h in heights:
             size *= h
-        if size > MAX_NODES:
-            raise InputError(
-                f"search space of {size:,} transformations is too large (limit {MAX_NODES:,}); "
-                "use fewer quasi-identifiers or shallower hierarchies"
-            )
         self.size = size
         q = len(heights)
-        strides = np.ones(q, dtype=np.int64)
+        strides = [1] * q
         for i in range(q - 2, -1, -1):
-            strides[i] = strides[i + 1] * heights[i + 1]
-        self.strides = strides
-        ids = np.arange(size, dtype=np.int64)
-        levels = np.empty((size, q), dtype=np.int16)
+            strides[i] = strides[i + 1] * self.heights[i + 1]
+        self.strides = np.array(strides, dtype=np.int64) if size < 1 << 62 else np.array(strides, dtype=object)
+
+    @property
+    def materializable(self) -> bool:
+        return self.size <= MAX_NODES
+
+    @cached_property
+    def levels(self) -> np.ndarray:
+        if not self.materializable:
+            raise InputError(
+                f"search space of {self.size:,} transformations is too large for the exact search "
+                f"(limit {MAX_NODES:,}); use the heuristic search (a node budget below the lattice size)"
+            )
+        q = len(self.heights)
+        ids = np.arange(self.size, dtype=np.int64)
+        levels = np.empty((self.size, q), dtype=np.int16)
         for i in range(q):
-            levels[:, i] = (ids // strides[i]) % heights[i]
-        self.levels = levels
-        self._level_columns = [np.ascontiguousarray(levels[:, i]) for i in range(q)]
-        self.total = levels.sum(axis=1, dtype=np.int64)
-        # stable order (§3.8): lower total level first, then lexicographically smaller vector
-        keys = [levels[:, i] for i in range(q - 1, -1, -1)] + [self.total]
-        self.order = np.lexsort(keys)
-        self.rank = np.empty(size, dtype=np.int64)
-        self.rank[self.order] = np.arange(size, dtype=np.int64)
+            levels[:, i] = (ids // self.strides[i]) % self.heights[i]
+        return levels
+
+    @cached_property
+    def _level_columns(self) -> list[np.ndarray]:
+        return [np.ascontiguousarray(self.levels[:, i]) for i in range(len(self.heights))]
+
+    @cached_property
+    def total(self) -> np.ndarray:
+        return self.levels.sum(axis=1, dtype=np.int64)
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """Stable order (§3.8): lower total level first, then lexicographically smaller vector."""
+        levels = self.levels
+        keys = [levels[:, i] for i in range(len(self.heights) - 1, -1, -1)] + [self.total]
+        return np.lexsort(keys)
+
+    @cached_property
+    def rank(self) -> np.ndarray:
+        rank = np.empty(self.size, dtype=np.int64)
+        rank[self.order] = np.arange(self.size, dtype=np.int64)
+        return rank
 
     @property
     def n_levels(self) -> int:

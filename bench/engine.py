@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the local Flash engine on ADULT (bundled copy).
 
-    python3 bench/engine.py [--quick] [--json OUT.json]
+    python3 bench/engine.py [--quick] [--json OUT.json] [--compare-with OLD_SRC] [--only TEXT]
 
 Configurations (issue 2): ADULT with all 9 attributes as QIs, k ∈ {2, 5, 10, 100}
 × suppression {0 %, 5 %}, non-uniform entropy; occupation as sensitive attribute
@@ -9,12 +9,18 @@ Configurations (issue 2): ADULT with all 9 attributes as QIs, k ∈ {2, 5, 10, 1
 0 % and 5 %; a 300,000-row table resampled from ADULT by drawing each attribute
 from a different random row (seeded), k = 5. Extra: k = 5 with (0, 0.2)-presence
 for a seeded random 10 % research subset (the dissertation's δ parameters).
+High-cardinality table (`bench/tables.highcard`: ADULT + a ZIP-like QI with
+≈ 13,600 values + a numeric sensitive attribute with ≈ 800 values, 8 QIs): k = 5,
+distinct-2, recursive-(4,3), entropy-3-diversity, 0.2-closeness (hierarchical and
+equal EMD), 0 % and 5 % → "vs k" = time / k-anonymity's time on the same table.
 
 Reported per run: wall time of `anonymize` (loading excluded, as for ARX), node
 checks, roll-ups, peak traced memory (a second, separate run under tracemalloc
 so the timing is not distorted), classes, suppressed rows, transformation.
 
-Two references, both printed:
+References, all printed:
+* with `--compare-with OLD_SRC`: an older source tree's own bench/engine.py run as a
+  child process in the same run → "before" and "now/before" columns;
 * ARX's time for the same configuration on this machine where known (k=5 0 %:
   < 0.1 s; k=5 5 %: ≈ 1.4 s; 300 k rows k=5: target ≤ 10 s) → "vs ARX" column;
 * a reference measured in the same run: a naive check of one node (plain
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -39,35 +46,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import fedanon  # noqa: E402
 from fedanon.engine import (  # noqa: E402
     AnonymizationConfig, DeltaPresence, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize,
 )
-from fedanon.engine.csvio import read_table_csv  # noqa: E402
 
-DATA = Path(fedanon.__file__).parent / "data" / "adult"
-ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
-         "occupation", "salary-class"]
+from bench.tables import ATTRS, HIGHCARD_QIS, SENSITIVE, highcard, load_adult, resample  # noqa: E402
+
 # ARX on this machine (issue 2): seconds, "<" meaning an upper bound
 ARX_REFERENCE = {
     "adult k=5 s=0%": 0.1,
     "adult k=5 s=5%": 1.4,
     "resampled-300k k=5 s=0%": 10.0,   # target, not an ARX measurement
 }
-
-
-def load_adult() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    header, rows = read_table_csv(DATA / "adult.csv")
-    hier = {a: Hierarchy.read_csv(DATA / f"adult_hierarchy_{a}.csv", a) for a in ATTRS}
-    return header, rows, hier
-
-
-def resample(header: list[str], rows: list[list[str]], n: int, seed: int = 20240601) -> list[list[str]]:
-    """Each attribute drawn from an independent random row: a plain copy would be trivially k-anonymous."""
-    rng = np.random.default_rng(seed)
-    cols = list(zip(*rows))
-    picks = [rng.integers(0, len(rows), size=n) for _ in header]
-    return [list(r) for r in zip(*[[cols[c][i] for i in picks[c]] for c in range(len(header))])]
 
 
 def naive_node_check(header: list[str], rows: list[list[str]], hier: dict[str, Hierarchy],
@@ -81,6 +71,44 @@ def naive_node_check(header: list[str], rows: list[list[str]], hier: dict[str, H
         counts[tuple(gen[a][row[i]] for a, i in zip(qis, idx))] += 1
     _ = sum(c for c in counts.values() if c < k)
     return time.perf_counter() - t0
+
+
+class PlainTable:
+    """Stand-in for rich's Table where rich is not installed (bench machines)."""
+
+    def __init__(self, title: str) -> None:
+        self.title, self.columns, self.rows = title, [], []
+
+    def add_column(self, name: str, justify: str = "left") -> None:
+        self.columns.append(name)
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def __str__(self) -> str:
+        lines = [self.title, " | ".join(self.columns)]
+        return "\n".join(lines + [" | ".join(r) for r in self.rows])
+
+
+class PlainConsole:
+    def __init__(self, width: int | None = None) -> None:
+        pass
+
+    def print(self, obj: object) -> None:
+        print(obj)
+
+
+def run_older_engine(src: Path, quick: bool) -> dict[str, float]:
+    """Times of an older source tree's own bench/engine.py, run now as a child process."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "before.json"
+        cmd = [sys.executable, str(src / "bench" / "engine.py"), "--no-memory", "--json", str(out)]
+        subprocess.run(cmd + (["--quick"] if quick else []), cwd=src, check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))})
+        return {r["name"]: r["time_s"] for r in json.loads(out.read_text())["results"]}
 
 
 def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: AnonymizationConfig,
@@ -113,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer configurations, one repetition, no 300k table")
     ap.add_argument("--json", metavar="OUT.json", help="also write the results as JSON")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    ap.add_argument("--no-highcard", action="store_true", help="skip the high-cardinality table")
+    ap.add_argument("--compare-with", default=None, metavar="SRC_DIR",
+                    help="also run SRC_DIR/bench/engine.py (an older source tree, e.g. `git archive` of an "
+                         "earlier commit) in this run and show its times next to these")
+    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it")
     args = ap.parse_args(argv)
 
     header, rows, hier = load_adult()
@@ -134,6 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         plan.append(("adult k=5 (0,0.2)-presence s=0%", "adult-subset",
                      AnonymizationConfig(ATTRS, k=5, delta_presence=DeltaPresence(0.0, 0.2))))
+    # the high-cardinality table (ZIP-like QI ≈ 13.6 k values, numeric sensitive ≈ 800 values):
+    # ℓ-diversity and t-closeness against k-anonymity on the same table
+    hc_table, hc_hier = (None, None) if args.no_highcard else highcard()
+    if hc_table is not None:
+        for s in ((0.0,) if args.quick else (0.0, 0.05)):
+            for label, model in (("k=5", dict(k=5)),
+                                 ("distinct-2-div", dict(l_diversity=LDiversity("distinct", 2, SENSITIVE))),
+                                 ("rec-(4,3)-div", dict(l_diversity=LDiversity("recursive", 3, SENSITIVE, 4))),
+                                 ("entropy-3-div", dict(l_diversity=LDiversity("entropy", 3, SENSITIVE))),
+                                 ("0.2-close(hier)", dict(t_closeness=TCloseness(0.2, "hierarchical", SENSITIVE))),
+                                 ("0.2-close(equal)", dict(t_closeness=TCloseness(0.2, "equal", SENSITIVE)))):
+                plan.append((f"highcard {label} s={s:.0%}", "highcard",
+                             AnonymizationConfig(HIGHCARD_QIS, suppression=s, **model)))
     big = None
     if not args.quick:
         big = EncodedTable.from_rows(header, resample(header, rows, 300_000))
@@ -155,10 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     flash_small_s = time.perf_counter() - t0
     assert small_res.transformation == ex_levels, (small_res.transformation, ex_levels)
 
+    if args.only:
+        plan = [p for p in plan if args.only in p[0]]
     results = []
     for name, which, config in plan:
-        t = big if which == "big" else table
-        r = run_one(t, hier, config, 1 if which == "big" else repeat, not args.no_memory,
+        t = {"big": big, "highcard": hc_table}.get(which, table)
+        h = hc_hier if which == "highcard" else hier
+        r = run_one(t, h, config, 1 if which == "big" else repeat, not args.no_memory,
                     subset if which == "adult-subset" else None)
         r["name"] = name
         scale = 10.0 if which == "big" else 1.0   # naive cost grows with the rows
@@ -167,17 +216,33 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"  done {name}: {r['time_s']:.3f} s", file=sys.stderr)
 
-    from rich.console import Console
-    from rich.table import Table
+    before: dict[str, float] = {}
+    if args.compare_with:
+        before = run_older_engine(Path(args.compare_with), args.quick)
+    # ℓ/t on the high-cardinality table against k-anonymity on the same table
+    k_times = {r["name"].split(" s=")[1]: r["time_s"] for r in results if r["name"].startswith("highcard k=5")}
+    for r in results:
+        r["before_s"] = before.get(r["name"])
+        if r["name"].startswith("highcard") and r["name"].split(" s=")[1] in k_times:
+            r["vs_k_same_table"] = r["time_s"] / k_times[r["name"].split(" s=")[1]]
+
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # a bare benchmark machine: plain text
+        Console, Table = PlainConsole, PlainTable
 
     tab = Table(title=f"fedanon engine benchmark — {platform.python_implementation()} {platform.python_version()}, "
                       f"{platform.machine()}, naive node check = {naive * 1000:.1f} ms")
-    for col in ("configuration", "time [s]", "vs ARX", "checks", "roll-ups", "peak MiB", "classes",
+    for col in ("configuration", "time [s]", "before [s]", "now/before", "vs k", "vs ARX", "checks", "roll-ups", "peak MiB", "classes",
                 "suppr.", "transformation", "naive-equiv. [s]", "speed-up"):
         tab.add_column(col, justify="left" if col in ("configuration", "transformation") else "right")
     for r in results:
         tab.add_row(
             r["name"], f"{r['time_s']:.3f}",
+            "—" if r["before_s"] is None else f"{r['before_s']:.3f}",
+            "—" if r["before_s"] is None else f"{r['time_s'] / r['before_s']:.2f}×",
+            f"{r['vs_k_same_table']:.2f}×" if "vs_k_same_table" in r else "—",
             "—" if r["arx_s"] is None else f"{r['time_s'] / r['arx_s']:.2f}×",
             str(r["checks"]), str(r["rollups"]),
             "—" if r["peak_mib"] is None else f"{r['peak_mib']:.1f}",

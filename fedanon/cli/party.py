@@ -1,4 +1,4 @@
-"""`fedanon party serve --config party.toml`: run this institution's party daemon."""
+"""`fedanon party serve|check-config|health --config party.toml`: this institution's party daemon."""
 
 from __future__ import annotations
 
@@ -18,6 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = sub.add_parser("check-config", help="validate a party config and load its data, then exit")
     check.add_argument("--config", required=True, type=Path)
     check.set_defaults(handler=_check)
+    health = sub.add_parser("health", help="exit 0 if this party's daemon answers over mutual TLS as itself "
+                                           "(for container and service health checks), else 1")
+    health.add_argument("--config", required=True, type=Path, help="the daemon's own party config (TOML)")
+    health.add_argument("--address", help="dial HOST:PORT instead of the config's listen address "
+                                          "(a wildcard listen host is dialled on loopback)")
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    health.add_argument("--quiet", "-q", action="store_true", help="print nothing when healthy")
+    health.set_defaults(handler=_health)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -44,4 +52,20 @@ def _check(args: argparse.Namespace) -> int:
         local = load_local_data(cfg.data)
         print(f"data: {len(local.rows)} rows, columns {', '.join(local.columns)}, "
               f"hierarchies for {', '.join(local.hierarchies) or '-'}")
+    return 0
+
+
+def _health(args: argparse.Namespace) -> int:
+    import sys
+
+    from fedanon.parties.config import load_party_config
+    from fedanon.parties.health import check_health
+
+    cfg = load_party_config(args.config)
+    result = check_health(cfg, args.address, args.timeout)
+    if not result.healthy:
+        print(f"fedanon party health: unhealthy: party {cfg.name!r}: {result.detail}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(f"healthy: party {cfg.name!r} answers at {result.address} ({result.detail}, {result.rtt_ms:.1f} ms)")
     return 0

@@ -100,9 +100,12 @@ class PartyService(pb_grpc.PartyServicer):
         self.stopping = False
 
     # ------------------------------------------------------------------ auth
-    def _authorize(self, context: grpc.ServicerContext, rpc: str, *, peers: bool, coordinators: bool) -> str:
+    def _authorize(self, context: grpc.ServicerContext, rpc: str, *, peers: bool, coordinators: bool,
+                   itself: bool = False) -> str:
         name = caller_name(context)
         allowed = (set(self.cfg.peers) if peers else set()) | (set(self.cfg.coordinators) if coordinators else set())
+        if itself:  # `fedanon party health` pings with the party's own certificate
+            allowed.add(self.cfg.name)
         if name is None or name not in allowed:
             self.log("refused", level="warning", rpc=rpc, caller=name or "<no certificate>", peer=context.peer())
             context.abort(
@@ -120,7 +123,7 @@ class PartyService(pb_grpc.PartyServicer):
 
     # ------------------------------------------------------------------ RPCs
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingReply:
-        self._authorize(context, "Ping", peers=True, coordinators=True)
+        self._authorize(context, "Ping", peers=True, coordinators=True, itself=True)
         reply = pb.PingReply(name=self.cfg.name, version=VERSION)
         if request.run_id:
             with self._lock:

@@ -40,8 +40,12 @@ def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None
     details = (exc.details() if hasattr(exc, "details") else "") or ""
     where = f" at {address}" if address else ""
     if code == grpc.StatusCode.UNAVAILABLE:
+        lowered = details.lower()
         hint = "down, unreachable, or it rejected our certificate during the TLS handshake"
-        if "handshake" in details.lower() or "ssl" in details.lower() or "certificate" in details.lower():
+        if "tcp handshake" in lowered or "timed out" in lowered or "no route to host" in lowered:
+            # gRPC's TCP connect step gave up: nothing answered (link down, host off, firewall drops).
+            hint = "no TCP connection: link down, host off, or a firewall drops the port"
+        elif "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
             hint = "TLS handshake failed (certificate not signed by the run CA, or wrong name)"
         return f"party {peer!r}{where} is unreachable ({hint}): {details}"
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):

@@ -22,8 +22,9 @@ import subprocess
 from dataclasses import dataclass, field
 from types import FrameType
 
-# RFC 2544's benchmarking range: never routed, and only ever configured inside our namespaces.
-DEFAULT_SUBNET = "198.18.0.0/24"
+# A private (RFC 1918) range, configured only inside the lab's namespaces, which have no default
+# route: their traffic can reach nothing but each other.
+DEFAULT_SUBNET = "10.213.0.0/24"
 
 
 class NetLabError(RuntimeError):

@@ -71,7 +71,7 @@ def _rpc_error(details: str) -> grpc.RpcError:
 def test_tcp_timeout_is_not_reported_as_a_certificate_problem() -> None:
     # What gRPC says when a peer's link is down (seen in the namespace cut test).
     cut = describe_rpc_error("p2", _rpc_error("failed to connect to all addresses; last error: UNKNOWN: "
-                                              "ipv4:198.18.0.2:50051: tcp handshaker shutdown"))
+                                              "ipv4:10.213.0.2:50051: tcp handshaker shutdown"))
     assert "no TCP connection" in cut and "certificate" not in cut
     tls = describe_rpc_error("p2", _rpc_error("failed to connect to all addresses; last error: UNKNOWN: "
                                               "Ssl handshake failed: CERTIFICATE_VERIFY_FAILED"))

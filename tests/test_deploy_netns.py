@@ -1,0 +1,142 @@
+"""Parties on separate network "hosts": namespaces on a bridge, real links, shaped and cut.
+
+Runs only where network namespaces can be made (root + iproute2); skipped otherwise with
+the reason. Every lab uses random names and removes itself, so parallel runs do not collide.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "deploy"))
+import consortium  # noqa: E402
+from netlab import NetLab, parse_rate, unavailable_reason  # noqa: E402
+
+REASON = unavailable_reason()
+needs_netns = pytest.mark.skipif(REASON is not None, reason=f"network namespaces unavailable: {REASON}")
+SCRIPT = ROOT / "deploy" / "netns-consortium.sh"
+
+
+def _consortium(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHON=sys.executable)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _leftovers(tag: str) -> list[str]:
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return [ln for ln in (names + links).splitlines() if tag in ln]
+
+
+def test_parse_rate() -> None:
+    assert parse_rate("100mbit") == 100_000_000
+    assert parse_rate("10Mbit") == 10_000_000
+    assert parse_rate("512kbit") == 512_000
+    for bad in ("fast", "-1mbit", "10mb", ""):
+        with pytest.raises(ValueError):
+            parse_rate(bad)
+
+
+# ---------------------------------------------------------------------------- the lab itself
+
+RECEIVER = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1],5999)); s.listen(); c,_=s.accept(); n=0\n"
+            "while True:\n d=c.recv(1<<16)\n if not d: break\n n+=len(d)\nprint(n)")
+SENDER = ("import socket,sys,time; s=socket.create_connection((sys.argv[1],5999),timeout=30); t=time.monotonic();"
+          "s.sendall(b'x'*int(sys.argv[2])); s.shutdown(socket.SHUT_WR); s.recv(1); print(time.monotonic()-t)")
+
+
+@needs_netns
+def test_lab_links_hosts_shapes_them_and_removes_everything() -> None:
+    with NetLab() as lab:
+        a, b = lab.add_host("a"), lab.add_host("b")
+        lab.shape(parse_rate("10mbit"))
+        receiver = lab.popen("b", [sys.executable, "-c", RECEIVER, b.address], stdout=subprocess.PIPE)
+        time.sleep(0.5)
+        size = 2_000_000  # 16 Mbit: at least 1.6 s through a 10 Mbit/s token bucket
+        sent = lab.run("a", [sys.executable, "-c", SENDER, b.address, str(size)], timeout=60)
+        assert sent.returncode == 0, sent.stderr
+        assert receiver.wait(30) == 0 and int(receiver.stdout.read()) == size
+        assert float(sent.stdout) >= 0.9 * size * 8 / 10_000_000, "the 10 Mbit/s shaping is not in effect"
+        # the bridge has no address and the hosts no default route: the lab reaches nothing outside
+        bridge = subprocess.run(["ip", "-o", "addr", "show", "dev", lab.bridge], capture_output=True, text=True)
+        assert "inet " not in bridge.stdout
+        routes = lab.run("a", ["ip", "route"]).stdout
+        assert "default" not in routes and "10.213.0.0/24" in routes
+        tag = lab.tag
+        assert _leftovers(tag)
+    assert _leftovers(tag) == []
+
+
+@needs_netns
+def test_sigterm_to_the_harness_removes_namespaces_and_daemons(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHON=sys.executable)
+    proc = subprocess.Popen([str(SCRIPT), "--rate", "1mbit", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    first = proc.stdout.readline()  # "consortium <tag>: ..." once the namespaces exist
+    assert first.startswith("consortium "), first
+    tag = first.split()[1].rstrip(":")
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "p1.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (tmp_path / "p1.ready").exists(), "daemons did not start"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    assert proc.returncode != 0
+    assert _leftovers(tag) == []
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(tmp_path) not in ps, "a daemon of the harness survived"
+
+
+# ---------------------------------------------------------------------------- whole runs
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.parametrize("split,rate", [("horizontal", "10mbit"), ("vertical", None)])
+def test_protocol_b_across_namespaces_equals_centralized(tmp_path: Path, split: str, rate: str | None) -> None:
+    args = ["--protocol", "B", "--split", split, "--json", str(tmp_path / "fig.json"), str(tmp_path / "run")]
+    done = _consortium(*(["--rate", rate] if rate else []), *args)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines[-1].startswith("OK: protocol B"), done.stdout + done.stderr
+    report = (tmp_path / "run" / "report.json").read_text()
+    # every party really sat at its own namespace address, not on loopback
+    assert "10.213.0." in report and "127.0.0.1" not in report
+    fig = consortium.json.loads((tmp_path / "fig.json").read_text())
+    assert fig["equal_to_centralized"] and fig["bytes_sent"]["encrypt"] > 100_000
+
+
+@needs_netns
+@pytest.mark.slow
+def test_cut_link_stops_the_run_everywhere_naming_the_party(tmp_path: Path) -> None:
+    done = _consortium("--cut", "p2", "--cut-at", "encrypt", str(tmp_path))
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1].startswith("OK: cutting p2"), \
+        done.stdout + done.stderr
+    coordinator = (tmp_path / "logs" / "coordinator.log").read_text()
+    assert "run failed at party" in coordinator and "'p2'" in coordinator and "Traceback" not in coordinator
+    assert not (tmp_path / "result.csv").exists() and not (tmp_path / "report.json").exists()
+    for party in ("p1", "p3", "helper"):
+        log = (tmp_path / "logs" / f"{party}.log").read_text()
+        assert "event=run_failed" in log and "'p2'" in log, party
+
+
+def test_harness_reads_the_protocol_spec() -> None:
+    topo = consortium.topology("b")
+    assert topo.protocol == "B" and topo.needs_helper and "anonymize" in topo.phases
+    assert consortium.party_names(3, topo.needs_helper) == ["p1", "p2", "p3", "helper"]
+    assert consortium.party_names(3, False) == ["p1", "p2", "p3"]
+    with pytest.raises(Exception, match="unknown protocol"):
+        consortium.topology("Z")
+
+
+def test_harness_rejects_bad_arguments_with_exit_2(tmp_path: Path) -> None:
+    for args in (["--rate", "fast"], ["--protocol", "Z"], ["--cut", "nobody"], ["--parties", "1"]):
+        done = _consortium(*args, str(tmp_path))
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.startswith("netns-consortium: error:") and "Traceback" not in done.stderr

@@ -25,6 +25,7 @@ from types import FrameType
 # A private (RFC 1918) range, configured only inside the lab's namespaces, which have no default
 # route: their traffic can reach nothing but each other.
 DEFAULT_SUBNET = "10.213.0.0/24"
+_ETC_NETNS = "/etc/netns"
 
 
 class NetLabError(RuntimeError):
@@ -133,6 +134,15 @@ class NetLab:
         _run(["ip", "link", "set", host.host_veth, "up"])
         return host
 
+    def name_hosts(self) -> None:
+        """Let every host resolve the others by lab name (`ip netns exec` mounts /etc/netns/NS/hosts)."""
+        lines = ["127.0.0.1 localhost"] + [f"{h.address} {h.name}" for h in self.hosts.values()]
+        for host in self.hosts.values():
+            folder = os.path.join(_ETC_NETNS, host.netns)
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "hosts"), "w", encoding="ascii") as fh:
+                fh.write("\n".join(lines) + "\n")
+
     def shape(self, rate_bps: int) -> None:
         """Token-bucket limit every host's link in both directions (like a switch port of that speed)."""
         burst = max(rate_bps // 8 // 100, 16 * 1514)  # ≈ 10 ms of traffic, at least 16 full frames
@@ -178,6 +188,7 @@ class NetLab:
             _kill_leftovers(host.netns)
             _run(["ip", "link", "del", host.host_veth], check=False)  # removes the peer too
             _run(["ip", "netns", "del", host.netns], check=False)
+            shutil.rmtree(os.path.join(_ETC_NETNS, host.netns), ignore_errors=True)
         if self._bridge_made:
             _run(["ip", "link", "del", self.bridge], check=False)
         for sig, handler in self._old_handlers.items():

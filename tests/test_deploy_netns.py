@@ -140,3 +140,66 @@ def test_harness_rejects_bad_arguments_with_exit_2(tmp_path: Path) -> None:
         done = _consortium(*args, str(tmp_path))
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert done.stderr.startswith("netns-consortium: error:") and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------- the compose setup
+
+def _compose_services() -> dict[str, dict]:
+    import yaml
+
+    return yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]
+
+
+@needs_netns
+@pytest.mark.slow
+def test_compose_configs_run_as_documented_with_service_names(tmp_path: Path) -> None:
+    """compose-init.sh's files, one namespace per compose service, peers dialled by service name.
+
+    No container engine runs here (README: why), so the namespaces stand in for the containers:
+    each daemon listens on 0.0.0.0:50051 in its own network stack and resolves the other
+    services by name, as on a compose network; the coordinator dials each service's container
+    port where docker would publish the host port.
+    """
+    env = dict(os.environ, PYTHON=sys.executable)
+    folder = tmp_path / "compose"
+    subprocess.run([str(ROOT / "deploy" / "compose-init.sh"), str(folder)], check=True, env=env,
+                   capture_output=True, timeout=120)
+    services = _compose_services()
+    run_toml = (folder / "run.toml").read_text()
+    for name, svc in services.items():
+        host_port = svc["ports"][0].rsplit(":", 2)[-2]
+        assert f'address = "127.0.0.1:{host_port}"' in run_toml, name
+        run_toml = run_toml.replace(f"127.0.0.1:{host_port}", f"{name}:50051")
+    (folder / "run.toml").write_text(run_toml)
+    with NetLab() as lab:
+        for name in [*services, "steward"]:
+            lab.add_host(name)
+        lab.name_hosts()
+        for name in services:
+            with open(tmp_path / f"{name}.log", "wb") as log:
+                lab.popen(name, [sys.executable, "-m", "fedanon", "party", "serve", "--config",
+                                 str(folder / name / "party.toml"), "--ready-file", str(tmp_path / f"{name}.ready")],
+                          stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while not all((tmp_path / f"{n}.ready").exists() for n in services) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for name in services:
+            # the image's HEALTHCHECK command, inside the service's own network stack
+            health = lab.run(name, svc_health(services[name], folder.parent), timeout=60)
+            assert health.returncode == 0, (name, health.stdout, health.stderr,
+                                            (tmp_path / f"{name}.log").read_text()[-800:])
+        run = lab.run("steward", [sys.executable, "-m", "fedanon", "run", "--config", str(folder / "run.toml"),
+                                  "--no-progress"], timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+    lines = (folder / "result.csv").read_text().splitlines()
+    assert len(lines) == 1 + 30162
+
+
+def svc_health(service: dict, base: Path) -> list[str]:
+    """The compose healthcheck's command line: this interpreter for the image's `fedanon`, and the
+    service's volume source (relative to `base`, where compose.yaml's ./compose lies) for its target."""
+    test = service["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "fedanon"
+    source, target, _mode = service["volumes"][0].split(":")
+    host_dir = str(base / Path(source))
+    return [sys.executable, "-m", "fedanon", *(arg.replace(target, host_dir) for arg in test[2:])]

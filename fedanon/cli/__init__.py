@@ -24,6 +24,8 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "run",
     "simulate",
     "demo",
+    "hierarchy",
+    "risk",
 )
 
 

@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv", help="anonymized table")
     out.add_argument("--report", default=None, metavar="REPORT.json", help="write a JSON report")
+    out.add_argument("--html", default=None, metavar="REPORT.html",
+                     help="write a self-contained HTML report (risk, utility, plots); needs fedanon[report]")
     out.add_argument("--drop-suppressed", action="store_true",
                      help="leave suppressed rows out instead of writing '*' in every QI")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
@@ -155,6 +157,8 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     t.add_row("output", f"{spec.output} ({written} rows)")
     if spec.report:
         t.add_row("report", str(spec.report))
+    if report.get("html"):
+        t.add_row("html report", report["html"])
     if "verified" in report:
         t.add_row("verifier", "OK" if report["verified"] else "VIOLATIONS")
     Console().print(t)
@@ -238,6 +242,10 @@ def run(args: argparse.Namespace) -> int:
                                      reported_classes=result.classes)
         report["verified"] = not problems
         report["violations"] = problems[:20]
+    if spec.report is not None or args.html is not None:
+        from fedanon.report.analysis import extend_report
+
+        extend_report(report, table, hierarchies, config, result, research_subset=subset, html_path=args.html)
     if spec.report is not None:
         text = json.dumps(report, indent=2) + "\n"
         _write(spec.report, lambda: Path(spec.report).write_text(text, encoding="utf-8"))  # type: ignore[arg-type]

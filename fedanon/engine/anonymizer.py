@@ -184,6 +184,9 @@ def anonymize(
     (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`).
     """
     start = time.perf_counter()
+    if not isinstance(table, EncodedTable):
+        raise InputError(f"anonymize() takes an EncodedTable, got {type(table).__name__}"
+                         + ("; for a pandas DataFrame use fedanon.anonymize_frame" if hasattr(table, "columns") else ""))
     prep = prepare(table, hierarchies, config, research_subset)
     return search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
 

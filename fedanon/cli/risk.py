@@ -1,0 +1,113 @@
+"""`fedanon risk`: re-identification risk of a table and the privacy models it satisfies.
+
+Works on any table -- a raw input before anonymizing, or a released output
+(rows whose QIs are all '*' count as suppressed). Definitions: `fedanon.report.risk`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from fedanon.errors import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "risk", help="re-identification risk of a table and the k/l/t it satisfies",
+        description="Prosecutor, journalist and marketer re-identification risk, sample uniques, the "
+                    "equivalence-class size distribution, and the largest k, l per variant and smallest t "
+                    "the table satisfies.")
+    p.add_argument("input", metavar="INPUT.csv", help="table to assess (first line = header)")
+    p.add_argument("--qi", action="append", required=True, metavar="NAME[,NAME...]",
+                   help="quasi-identifier(s) (repeat or comma-separate; NAME=HIERARCHY.csv is accepted too)")
+    p.add_argument("--sensitive", action="append", default=[], metavar="NAME[=HIERARCHY.csv]",
+                   help="sensitive attribute to report l and t for (a hierarchy adds hierarchical t)")
+    p.add_argument("--population", metavar="POP.csv", default=None,
+                   help="population table with the same QI columns at the same generalization, for "
+                        "journalist and marketer risk (default: the table itself is the population)")
+    p.add_argument("--threshold", type=float, default=None, metavar="R",
+                   help="records whose risk exceeds R are 'at risk' (default 0.2)")
+    p.add_argument("--delimiter", default=";", metavar="CHAR", help="field delimiter (default ';')")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write all figures as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no summary table")
+    p.set_defaults(handler=run)
+
+
+def _names(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for text in values:
+        for part in text.split(","):
+            name = part.partition("=")[0].strip()
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def _summary(path: str, risk: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"fedanon risk: {path}", show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("")
+    t.add_row("released rows / suppressed", f"{risk['rows']} / {risk['suppressed_rows']}")
+    t.add_row("classes / sample uniques", f"{risk['classes']} / {risk.get('sample_uniques')}")
+    for model in ("prosecutor", "journalist"):
+        r = risk.get(model)
+        if r:
+            t.add_row(model, f"highest {r['highest']:.2%}, average {r['average']:.2%}, "
+                             f"{r['records_at_risk']} records at risk (> {risk['threshold']:g})")
+    if risk.get("marketer"):
+        t.add_row("marketer", f"average {risk['marketer']['average']:.2%}")
+    t.add_row("population", risk["population"])
+    sat = risk["satisfies"]
+    t.add_row("largest k", str(sat["k"]))
+    for attr, s in sat["sensitive"].items():
+        text = f"distinct l {s['distinct_l']}, entropy l {s['entropy_l']:.4g}, t {s['t_equal']:.4g} (equal)"
+        if "t_hierarchical" in s:
+            text += f", {s['t_hierarchical']:.4g} (hierarchical)"
+        t.add_row(attr, text)
+    Console().print(t)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedanon.engine.csvio import read_table_csv
+    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.engine.table import EncodedTable
+    from fedanon.report.risk import DEFAULT_THRESHOLD, table_risk
+
+    header, rows = read_table_csv(args.input, args.delimiter)
+    qis = _names(args.qi)
+    sensitive = _names(args.sensitive)
+    for name in qis + sensitive:
+        if name not in header:
+            raise InputError(f"{args.input}, line 1: unknown column {name!r}; the table has columns: "
+                             f"{', '.join(header)}")
+    hierarchies = {}
+    for text in args.sensitive:
+        name, sep, path = text.partition("=")
+        if sep and path.strip():
+            hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), args.delimiter)
+    population = None
+    if args.population is not None:
+        pop_header, pop_rows = read_table_csv(args.population, args.delimiter)
+        for name in qis:
+            if name not in pop_header:
+                raise InputError(f"{args.population}, line 1: population table lacks quasi-identifier {name!r}")
+        population = EncodedTable.from_rows(pop_header, pop_rows)
+    table = EncodedTable.from_rows(header, rows)
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    risk = table_risk(table, qis, sensitive=sensitive, hierarchies=hierarchies, population=population,
+                      threshold=threshold)
+    risk = {"input": str(args.input), "quasi_identifiers": qis, **risk}
+    if args.json is not None:
+        try:
+            Path(args.json).write_text(json.dumps(risk, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{args.json}: cannot write ({exc.strerror or exc})") from None
+    if not args.quiet:
+        _summary(args.input, risk)
+    return 0

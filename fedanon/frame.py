@@ -1,0 +1,220 @@
+"""`anonymize_frame`: the engine for pandas users, with typed columns in and out.
+
+Why a separate module: pandas is an optional extra (`fedanon[frame]`); party
+daemons and protocols never need it. Cells are turned into text the way a CSV
+export would spell them (integral floats without '.0', dates as ISO dates), the
+very same engine runs, and the answer comes back typed:
+
+* QI columns left at level 0 keep their dtype; generalized QI columns become
+  `category` columns holding the hierarchy's labels;
+* suppressed QI cells are missing values (NA / NaN / NaT) in every QI column;
+* sensitive and `insensitive` columns are returned unchanged; every other
+  column has no declared role and is dropped (never reaches the output).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from fedanon.engine.anonymizer import anonymize
+from fedanon.engine.config import AnonymizationConfig, LDiversity, TCloseness
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import AnonymizationResult
+from fedanon.engine.runconfig import parse_l_diversity, parse_t_closeness
+from fedanon.engine.table import EncodedTable
+from fedanon.errors import FedanonError, InputError
+from fedanon.hierarchies import BUILDERS, build_for_values
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fedanon.report.analysis import Analysis
+
+HierarchyLike = Hierarchy | str | Path | Sequence[Sequence[str]]
+
+
+def _pandas():  # type: ignore[no-untyped-def]
+    try:
+        import pandas as pd
+    except ModuleNotFoundError:
+        raise FedanonError("anonymize_frame needs pandas: pip install 'fedanon[frame]'") from None
+    return pd
+
+
+def cell_text(value: Any) -> str:
+    """One cell as the text a hierarchy lists: 39.0 -> '39', dates -> ISO, missing -> ''."""
+    pd = _pandas()
+    if value is None or (not isinstance(value, (str, bytes)) and pd.isna(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        x = float(value)
+        return str(int(x)) if math.isfinite(x) and x.is_integer() else repr(x)
+    if isinstance(value, (pd.Timestamp, dt.datetime)):
+        ts = pd.Timestamp(value)
+        return ts.strftime("%Y-%m-%d") if ts == ts.normalize() else ts.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _hierarchy(name: str, spec: HierarchyLike, values: list[str]) -> Hierarchy:
+    if isinstance(spec, Hierarchy):
+        return spec if spec.attribute == name else Hierarchy(name, spec.rows, spec.source)
+    if isinstance(spec, str) and (spec == "auto" or spec in BUILDERS):
+        return build_for_values(spec, name, values)
+    if isinstance(spec, (str, Path)):
+        if not Path(spec).is_file():
+            raise InputError(f"hierarchy of {name!r}: {spec!s} is neither a file nor one of "
+                             f"auto, {', '.join(BUILDERS)}")
+        return Hierarchy.read_csv(spec, name)
+    return Hierarchy.from_rows(name, [[cell_text(v) for v in row] for row in spec])
+
+
+@dataclass
+class FrameReport:
+    """What `anonymize_frame` did; risk and utility are computed on first access (`analysis`)."""
+
+    result: AnonymizationResult
+    config: AnonymizationConfig
+    hierarchies: dict[str, Hierarchy]
+    table: EncodedTable
+    suppressed: "pd.Series"
+    dropped_columns: list[str] = field(default_factory=list)
+    research_subset: np.ndarray | None = None
+
+    @property
+    def transformation(self) -> dict[str, int]:
+        return dict(self.result.transformation)
+
+    @property
+    def information_loss(self) -> float:
+        return self.result.information_loss
+
+    @cached_property
+    def analysis(self) -> "Analysis":
+        from fedanon.report.analysis import analyze
+
+        return analyze(self.table, self.hierarchies, self.config, self.result,
+                       research_subset=self.research_subset, summary={"input": "(pandas DataFrame)"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same JSON-able report `fedanon anonymize --report` writes (engine summary, risk, utility)."""
+        out = self.result.to_report()
+        out["config"] = self.config.to_dict()
+        out["dropped_columns"] = list(self.dropped_columns)
+        out.update(self.analysis.to_dict())
+        return out
+
+    def write_html(self, path: str | Path, title: str = "fedanon anonymization report") -> None:
+        self.analysis.write_html(str(path), title)
+
+
+def _config(qis: list[str], k: int, sensitive: str | None, l_diversity: Any, t_closeness: Any,
+            suppression: float, metric: str) -> AnonymizationConfig:
+    ld, tc = l_diversity, t_closeness
+    if (ld is not None or tc is not None) and sensitive is None and not isinstance(ld, LDiversity) \
+            and not isinstance(tc, TCloseness):
+        raise InputError("l-diversity / t-closeness need sensitive='COLUMN'")
+    if isinstance(ld, str):
+        ld = parse_l_diversity(ld, sensitive)  # type: ignore[arg-type]
+    if isinstance(tc, str):
+        tc = parse_t_closeness(tc, sensitive)  # type: ignore[arg-type]
+    config = AnonymizationConfig(qis, k=k, l_diversity=ld, t_closeness=tc, suppression=suppression, metric=metric)
+    config.validate()
+    return config
+
+
+def _typed(pd: Any, original: "pd.Series", out_values: list[bytes], level: int, suppressed: np.ndarray,
+           order: list[bytes]) -> "pd.Series":
+    if level == 0:
+        series = original.copy()
+        if suppressed.any():
+            if series.dtype.kind in "iub":
+                series = series.astype("Int64" if series.dtype.kind in "iu" else "boolean")
+            elif series.dtype.kind not in "fmM" and not isinstance(series.dtype, (pd.CategoricalDtype, pd.StringDtype)):
+                series = series.astype(object)
+            series[suppressed] = None
+        return series
+    labels = [v.decode("utf-8", "backslashreplace") for v in out_values]
+    categories = [v.decode("utf-8", "backslashreplace") for v in order]
+    cat = pd.Categorical(labels, categories=categories)
+    series = pd.Series(cat, index=original.index, name=original.name)
+    if suppressed.any():
+        series[suppressed] = None
+    return series
+
+
+def anonymize_frame(
+    df: "pd.DataFrame",
+    qi: Mapping[str, HierarchyLike],
+    *,
+    k: int = 1,
+    sensitive: str | None = None,
+    l_diversity: str | LDiversity | None = None,
+    t_closeness: str | TCloseness | None = None,
+    suppression: float = 0.0,
+    metric: str = "nonuniform-entropy",
+    insensitive: Sequence[str] = (),
+    sensitive_hierarchy: HierarchyLike | None = None,
+) -> tuple["pd.DataFrame", FrameReport]:
+    """Optimally anonymize a DataFrame with the Flash engine.
+
+    `qi` maps each quasi-identifier to its hierarchy: a `Hierarchy`, a path to an
+    ARX CSV, a list of rows, or a builder name ('auto', 'interval', 'mask',
+    'order', 'date') applied to the column's values. `l_diversity` and
+    `t_closeness` take the CLI spellings ('distinct:2', 'recursive:3,2',
+    '0.2:equal', '0.2:hierarchical'). Returns the anonymized frame (same index;
+    columns: QIs, `sensitive`, `insensitive` in the input's order) and a report.
+    """
+    pd = _pandas()
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"anonymize_frame needs a pandas DataFrame, got {type(df).__name__}")
+    columns = [str(c) for c in df.columns]
+    if len(set(columns)) != len(columns):
+        raise InputError(f"duplicate column names in the DataFrame: {columns}")
+    qis = [str(q) for q in qi]
+    declared = qis + ([sensitive] if sensitive else []) + [str(c) for c in insensitive]
+    for name in declared:
+        if name not in columns:
+            raise InputError(f"unknown column {name!r}; the DataFrame has columns: {', '.join(columns)}")
+    if len(set(declared)) != len(declared):
+        raise InputError(f"a column has two roles: {declared}")
+    keep = [c for c in columns if c in declared]
+    frame = df.copy()
+    frame.columns = columns
+    text = {c: [cell_text(v) for v in frame[c].tolist()] for c in keep}
+    hierarchies = {q: _hierarchy(q, spec, list(dict.fromkeys(text[q]))) for q, spec in zip(qis, qi.values())}
+    if sensitive is not None and sensitive_hierarchy is not None:
+        hierarchies[sensitive] = _hierarchy(sensitive, sensitive_hierarchy, list(dict.fromkeys(text[sensitive])))
+    config = _config(qis, k, sensitive, l_diversity, t_closeness, suppression, metric)
+    table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
+        EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
+    result = anonymize(table, hierarchies, config)
+    suppressed = np.asarray(result.suppressed, dtype=bool)
+    out = {}
+    for c in keep:
+        if c in qis:
+            ci = result.output.column_index(c)
+            values = [result.output.dictionaries[ci][code] for code in result.output.codes[:, ci].tolist()]
+            level = result.transformation[c]
+            _, level_dicts = hierarchies[c].code_map(table.dictionaries[table.column_index(c)])
+            out[c] = _typed(pd, frame[c], values, level, suppressed, level_dicts[level])
+        else:
+            out[c] = frame[c]
+    result_frame = pd.DataFrame(out, index=frame.index)[keep]
+    report = FrameReport(result, config, hierarchies, table, pd.Series(suppressed, index=frame.index, name="suppressed"),
+                         dropped_columns=[c for c in columns if c not in declared])
+    return result_frame, report

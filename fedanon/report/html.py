@@ -1,0 +1,136 @@
+"""A single self-contained HTML page: summary, risk and utility tables, plots (inline SVG).
+
+Self-contained on purpose: the page is mailed to ethics boards and opened
+offline, so it loads nothing (no scripts, fonts or images from elsewhere).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from fedanon.errors import InputError
+from fedanon.report.plots import before_after, paired_bars
+from fedanon.report.risk import risk_bands, size_bins
+
+if TYPE_CHECKING:
+    from fedanon.report.analysis import Analysis
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em;margin-bottom:.2em} h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3} td.l,th.l{text-align:left} .note{color:#555;font-size:.9em;max-width:60em}
+.grid{display:flex;flex-wrap:wrap;gap:1em} .ok{color:#1a7f37;font-weight:bold} .warn{color:#b35900;font-weight:bold}
+figure{margin:.5em 0} svg{max-width:100%;height:auto}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{100 * value:.2f} %"
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[Any]], table_id: str) -> str:
+    th = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td{' class=l' if i == 0 else ''}>{_e(c)}</td>" for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
+    return f'<table id="{table_id}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _risk_rows(a: dict[str, Any], b: dict[str, Any]) -> list[list[str]]:
+    def get(r: dict[str, Any], model: str, key: str) -> Any:
+        return (r.get(model) or {}).get(key)
+
+    rows = [["released rows", a["rows"], b["rows"]], ["suppressed rows", a["suppressed_rows"], b["suppressed_rows"]],
+            ["equivalence classes", a["classes"], b["classes"]], ["sample uniques", a["sample_uniques"], b["sample_uniques"]]]
+    for model in ("prosecutor", "journalist"):
+        rows.append([f"{model}: highest risk", _pct(get(a, model, "highest")), _pct(get(b, model, "highest"))])
+        rows.append([f"{model}: average risk", _pct(get(a, model, "average")), _pct(get(b, model, "average"))])
+        rows.append([f"{model}: records at risk (> {a['threshold']:g})",
+                     f"{get(a, model, 'records_at_risk')} ({_pct(get(a, model, 'records_at_risk_fraction'))})",
+                     f"{get(b, model, 'records_at_risk')} ({_pct(get(b, model, 'records_at_risk_fraction'))})"])
+    rows.append(["marketer: average risk", _pct(get(a, "marketer", "average")), _pct(get(b, "marketer", "average"))])
+    rows.append(["largest k satisfied", _num(a["satisfies"]["k"]), _num(b["satisfies"]["k"])])
+    for attr, sa in a["satisfies"]["sensitive"].items():
+        sb = b["satisfies"]["sensitive"][attr]
+        rows.append([f"{attr}: distinct ℓ", sa["distinct_l"], sb["distinct_l"]])
+        rows.append([f"{attr}: entropy ℓ", _num(sa["entropy_l"]), _num(sb["entropy_l"])])
+        for l_value in sorted(set(sa["recursive_c"]) & set(sb["recursive_c"]), key=int)[:3]:
+            rows.append([f"{attr}: recursive (c,{l_value}): every c >", _num(sa["recursive_c"][l_value]),
+                         _num(sb["recursive_c"][l_value])])
+        for kind in ("t_equal", "t_hierarchical"):
+            if kind in sa:
+                rows.append([f"{attr}: smallest t ({kind[2:]} distance)", _num(sa[kind]), _num(sb[kind])])
+    return [[str(c) for c in r] for r in rows]
+
+
+def render(a: "Analysis", title: str) -> str:
+    s = a.summary
+    ri, ro = a.risk_input, a.risk_output
+    verified = s.get("verified")
+    summary_rows = [
+        ["input", s.get("input", "(in memory)")], ["rows", s.get("rows")],
+        ["privacy models", "; ".join(s.get("models", []))],
+        ["transformation", ", ".join(f"{k}={v}" for k, v in s["transformation"].items())],
+        ["information loss", f"{s['information_loss']:.6g} ({s['metric']})"],
+        ["classes / suppressed rows", f"{s['classes']} / {s['suppressed_rows']}"],
+        ["search", f"{s.get('checks')} checks, {s.get('lattice_size')} nodes, {s.get('elapsed_s', 0):.3f} s"],
+    ]
+    if verified is not None:
+        summary_rows.append(["independent verifier", "OK" if verified else "VIOLATIONS"])
+    parts = [f"<h1>{_e(title)}</h1>",
+             f'<p class=note>Output {"verified" if verified else "written"} by fedanon. Risk figures: '
+             f"prosecutor = the attacker knows the person is in the data; journalist = the person is in the "
+             f"population ({_e(ri.get('population'))}); marketer = share of records re-identified on average. "
+             f"Records at risk: released records whose risk exceeds {ri['threshold']:g}.</p>",
+             "<h2>Summary</h2>", _table(["", ""], summary_rows, "summary").replace("<td>", "<td class=l>"),
+             "<h2>Re-identification risk</h2>", _table(["", "input", "output"], _risk_rows(ri, ro), "risk")]
+    bins_in, bins_out = size_bins(ri), size_bins(ro)
+    bands_in, bands_out = risk_bands(ri), risk_bands(ro)
+    parts.append('<div class=grid>')
+    parts.append("<figure id=class-sizes>" + paired_bars("Records by equivalence-class size", [b for b, _ in bins_in],
+                                                       [n for _, n in bins_in], [n for _, n in bins_out]) + "</figure>")
+    parts.append("<figure id=risk-profile>" + paired_bars("Records by prosecutor risk", [b for b, _ in bands_in],
+                                                        [n for _, n in bands_in], [n for _, n in bands_out]) + "</figure>")
+    parts.append("</div>")
+    parts.append("<h2>Utility</h2><p class=note>Loss per attribute: Iyengar's loss (share of the hierarchy's "
+                 "leaves behind each released value; suppressed cells count 100 %). Relative score: 0 % = the "
+                 "input, 100 % = every row suppressed.</p>")
+    parts.append(_table(["attribute", "level", "of", "generalization", "loss", "distinct values in", "out"],
+                        [[x["attribute"], x["level"], x["max_level"], f"{x['generalization_percent']:.1f} %",
+                          f"{x['loss_percent']:.1f} %", x["distinct_input"], x["distinct_output"]]
+                         for x in a.attributes], "attributes"))
+    parts.append(_table(["metric", "input", "output", "everything suppressed", "relative"],
+                        [[name, _num(m["input"], 6), _num(m["output"], 6), _num(m["all_suppressed"], 6),
+                          "–" if m["relative_percent"] is None else f"{m['relative_percent']:.1f} %"]
+                         for name, m in a.metrics.items()], "metrics"))
+    parts.append("<h2>Value distributions before and after</h2><div class=grid>")
+    for attr, d in a.distributions.items():
+        parts.append(f'<figure class=distribution data-attribute="{_e(attr)}">'
+                     + before_after(attr, d["input"], d["output"]) + "</figure>")
+    parts.append("</div>")
+    body = "\n".join(parts)
+    return (f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+            f"<meta name=viewport content='width=device-width, initial-scale=1'><style>{STYLE}</style></head>"
+            f"<body>\n{body}\n</body></html>\n")
+
+
+def write_report(a: "Analysis", path: str | Path, title: str) -> None:
+    text = render(a, title)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None

@@ -1,0 +1,235 @@
+"""Re-identification risk of a table and the privacy models it satisfies.
+
+Attacker models (El Emam & Dankar 2008; Dankar & El Emam 2010, the dissertation's
+[147, 152]); f_j is the size of equivalence class j in the released sample,
+F_j the size of the matching class in the population, n the released rows:
+
+* prosecutor (the target is known to be in the sample): record risk 1/f_j;
+  highest = max 1/f_j, average = classes / n (= mean record risk);
+* journalist (the target is someone in the population): record risk 1/F_j;
+  highest = max 1/F_j, average = classes / sum_j F_j;
+* marketer (re-identify as many as possible): average = sum_j (f_j / F_j) / n.
+
+Population: a separate table (`population=`), the whole input when only a
+research subset is released (δ-presence), otherwise -- as ARX does without a
+population model -- the sample itself (then journalist = prosecutor and
+marketer = classes / n). "Records at risk" are released records whose risk
+exceeds `threshold`. Suppressed rows are not released: they form no class.
+
+What a table satisfies (as pycanon reports it) is judged on the same classes
+as `engine/verify.py` judges them: released rows grouped by their QI tuple;
+distributions for t-closeness over all rows of the table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.table import EncodedTable
+from fedanon.errors import InputError
+
+DEFAULT_THRESHOLD = 0.2  # risk above 1/5: records in classes smaller than 5
+STAR = b"*"
+
+
+def star_rows(table: EncodedTable, qis: Sequence[str]) -> np.ndarray:
+    """Rows whose QI cells are all '*': how a written output marks suppressed rows."""
+    out = np.ones(table.n_rows, dtype=bool)
+    for q in qis:
+        c = table.column_index(q)
+        d = table.dictionaries[c]
+        star = [i for i, v in enumerate(d) if v == STAR]
+        out &= np.isin(table.codes[:, c], star) if star else False
+    return out
+
+
+def _classes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(representative row per class, class of each row, class sizes)."""
+    if codes.shape[0] == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    _, first, inverse, sizes = np.unique(codes, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    return first, inverse.reshape(-1), sizes.astype(np.int64)
+
+
+def _attacker(f: np.ndarray, big_f: np.ndarray, n: int, threshold: float) -> dict[str, Any]:
+    risk = 1.0 / big_f
+    at_risk = int(f[risk > threshold].sum())
+    return {
+        "highest": float(risk.max()),
+        "average": float(len(f) / big_f.sum()),
+        "records_at_risk": at_risk,
+        "records_at_risk_fraction": at_risk / n,
+    }
+
+
+def _entropy_l(hist: np.ndarray) -> np.ndarray:
+    p = hist / hist.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    return np.exp(h)
+
+
+def _recursive_c(hist: np.ndarray, max_l: int) -> dict[str, float]:
+    """For each l: the smallest c such that every class has r1 < c' (r_l + ... + r_m) for all c' > c."""
+    ordered = -np.sort(-hist, axis=1)
+    out: dict[str, float] = {}
+    for l in range(2, max_l + 1):
+        tail = ordered[:, l - 1:].sum(axis=1)
+        out[str(l)] = float((ordered[:, 0] / tail).max())
+    return out
+
+
+def _emd_hierarchical(p_class: np.ndarray, overall: np.ndarray, code_map: np.ndarray) -> np.ndarray:
+    """Li et al.'s hierarchical EMD per class (closed form: sum of level/H · min(pos, neg) per inner node)."""
+    height = code_map.shape[0] - 1
+    extra = p_class - overall[None, :]
+    total = np.zeros(p_class.shape[0])
+    for level in range(1, height + 1):
+        child, parent = code_map[level - 1], code_map[level]
+        up = np.zeros((int(child.max()) + 1, int(parent.max()) + 1))
+        up[child, parent] = 1.0
+        pos = np.maximum(extra, 0.0) @ up
+        neg = np.maximum(-extra, 0.0) @ up
+        total += level / height * np.minimum(pos, neg).sum(axis=1)
+        extra = pos - neg
+    return total
+
+
+def _satisfies_sensitive(table: EncodedTable, attr: str, released: np.ndarray, inverse: np.ndarray,
+                         n_classes: int, hierarchy: Hierarchy | None) -> dict[str, Any]:
+    c = table.column_index(attr)
+    d = len(table.dictionaries[c])
+    codes = table.codes[:, c].astype(np.int64)
+    hist = np.bincount(inverse * d + codes[released], minlength=n_classes * d).reshape(n_classes, d)
+    sizes = hist.sum(axis=1, keepdims=True)
+    overall = np.bincount(codes, minlength=d) / len(codes)
+    p_class = hist / sizes
+    distinct = int((hist > 0).sum(axis=1).min())
+    out: dict[str, Any] = {
+        "distinct_l": distinct,
+        "entropy_l": float(_entropy_l(hist).min()),
+        "recursive_c": _recursive_c(hist, min(distinct, 10)),
+        "t_equal": float((0.5 * np.abs(p_class - overall[None, :]).sum(axis=1)).max()),
+    }
+    if hierarchy is not None:
+        code_map, _ = hierarchy.code_map(table.dictionaries[c])
+        out["t_hierarchical"] = float(_emd_hierarchical(p_class, overall, code_map).max())
+    return out
+
+
+def _population_sizes(table: EncodedTable, qis: Sequence[str], first: np.ndarray, rows: np.ndarray,
+                      population: EncodedTable) -> np.ndarray:
+    """F_j of every sample class, matched to the population by QI values."""
+    idx = [population.column_index(q) for q in qis]
+    counts: dict[tuple[bytes, ...], int] = {}
+    dicts = [population.dictionaries[i] for i in idx]
+    for row in population.codes[:, idx].tolist():
+        key = tuple(d[v] for d, v in zip(dicts, row))
+        counts[key] = counts.get(key, 0) + 1
+    tidx = [table.column_index(q) for q in qis]
+    out = np.zeros(len(first), dtype=np.int64)
+    for j, r in enumerate(rows[first]):
+        key = tuple(table.dictionaries[i][table.codes[r, i]] for i in tidx)
+        out[j] = counts.get(key, 0)
+        if out[j] == 0:
+            shown = ", ".join(v.decode("utf-8", "backslashreplace")[:40] for v in key)
+            raise InputError(f"population table lacks the class ({shown}) of the sample; "
+                             f"it must hold the sample's QI values at the same generalization")
+    return out
+
+
+def table_risk(
+    table: EncodedTable,
+    qis: Sequence[str],
+    *,
+    suppressed: np.ndarray | None = None,
+    sample: np.ndarray | None = None,
+    population: EncodedTable | None = None,
+    sensitive: Sequence[str] = (),
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any]:
+    """Risk figures and satisfied models of `table` (see the module docstring for the definitions).
+
+    `suppressed`: rows not released (default: rows whose QIs are all '*');
+    `sample`: released research subset (the rest of the table is its population).
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise InputError(f"risk threshold must lie in [0, 1], got {threshold!r}")
+    if not qis:
+        raise InputError("no quasi-identifiers given (need at least one)")
+    qi_idx = [table.column_index(q) for q in qis]
+    sens = [s for s in sensitive]
+    for s in sens:
+        table.column_index(s)
+        if s in qis:
+            raise InputError(f"sensitive attribute {s!r} is also a quasi-identifier")
+    supp = star_rows(table, qis) if suppressed is None else np.asarray(suppressed, dtype=bool)
+    released = ~supp
+    rows = np.flatnonzero(released)
+    first, inverse, sizes = _classes(table.codes[rows][:, qi_idx])
+    out: dict[str, Any] = {"rows": int(table.n_rows - supp.sum()), "suppressed_rows": int(supp.sum()),
+                           "threshold": threshold}
+    # the sample: all released rows, or the research subset's rows in their population classes
+    if sample is not None:
+        in_sample = np.asarray(sample, dtype=bool)[rows]
+        f_all = np.bincount(inverse[in_sample], minlength=len(sizes))
+        keep = f_all > 0
+        f, big_f = f_all[keep], sizes[keep]
+        out["population"] = "the whole input table (research subset released)"
+        out["rows"] = int(in_sample.sum())
+    else:
+        f = sizes
+        if population is not None:
+            big_f = _population_sizes(table, qis, first, rows, population)
+            out["population"] = f"separate population table ({population.n_rows} rows)"
+        else:
+            big_f = sizes
+            out["population"] = "the sample itself (no population table given)"
+    n = int(f.sum())
+    out["classes"] = int(len(f))
+    if n == 0:
+        out.update(sample_uniques=0, prosecutor=None, journalist=None, marketer=None, class_sizes=[],
+                   satisfies={"k": None, "sensitive": {}})
+        return out
+    out["sample_uniques"] = int((f == 1).sum())
+    out["prosecutor"] = _attacker(f, f, n, threshold)
+    out["journalist"] = _attacker(f, big_f, n, threshold)
+    out["marketer"] = {"average": float((f / big_f).sum() / n)}
+    sz, cnt = np.unique(f, return_counts=True)
+    out["class_sizes"] = [{"size": int(s), "classes": int(c), "records": int(s * c)} for s, c in zip(sz, cnt)]
+    hier = hierarchies or {}
+    out["satisfies"] = {
+        "k": int(sizes.min()),
+        "sensitive": {s: _satisfies_sensitive(table, s, released, inverse, len(sizes), hier.get(s)) for s in sens},
+    }
+    return out
+
+
+def risk_bands(risk: dict[str, Any]) -> list[tuple[str, int]]:
+    """Released records per prosecutor-risk band (for the risk-profile plot)."""
+    bands = [(1.0, "100 %"), (0.5, "50-99 %"), (0.2, "20-49 %"), (0.1, "10-19 %"), (0.05, "5-9 %"),
+             (0.01, "1-4 %"), (0.0, "<1 %")]
+    out = {label: 0 for _, label in bands}
+    for entry in risk.get("class_sizes", []):
+        r = 1.0 / entry["size"]
+        for lower, label in bands:
+            if r >= lower - 1e-12:
+                out[label] += entry["records"]
+                break
+    return list(out.items())
+
+
+def size_bins(risk: dict[str, Any]) -> list[tuple[str, int]]:
+    """Released records per class-size bin (for the class-size histogram)."""
+    edges = [(1, 1), (2, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, 999), (1000, math.inf)]
+    out = []
+    for lo, hi in edges:
+        label = str(lo) if lo == hi else (f"{lo}+" if hi == math.inf else f"{lo}-{hi}")
+        out.append((label, sum(e["records"] for e in risk.get("class_sizes", []) if lo <= e["size"] <= hi)))
+    return out

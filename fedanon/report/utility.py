@@ -1,0 +1,95 @@
+"""Data utility of an anonymization: per-attribute loss and every metric relative to its range.
+
+Relative scores put each metric on one scale: 0 % = the input (every QI at
+level 0, nothing suppressed), 100 % = every row suppressed (top node, all
+classes suppressed) -- so figures of different metrics can be compared. The
+absolute values come from the engine's own metric implementations (the very
+code that chose the optimum), evaluated at those three nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping
+
+import numpy as np
+
+from fedanon.engine.anonymizer import prepare
+from fedanon.engine.config import METRICS, AnonymizationConfig
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.metrics import build_metric
+from fedanon.engine.result import AnonymizationResult
+from fedanon.engine.table import EncodedTable
+
+TOP_VALUES = 15  # values shown per attribute in distributions; the rest is "other"
+
+
+def _relative(value: float, low: float, high: float) -> float | None:
+    if not np.isfinite([value, low, high]).all() or high == low:
+        return None
+    return 100.0 * (value - low) / (high - low)
+
+
+def metric_scores(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], config: AnonymizationConfig,
+                  result: AnonymizationResult, research_subset: np.ndarray | None = None) -> dict[str, Any]:
+    """Every metric at the input, the optimum and all-suppressed, plus the optimum's relative score."""
+    prep = prepare(table, dict(hierarchies), config, research_subset)
+    ctx = prep.checker.metric.ctx
+    bottom = tuple(0 for _ in config.quasi_identifiers)
+    top = tuple(h - 1 for h in ctx.heights)
+    levels = tuple(result.transformation[q] for q in config.quasi_identifiers)
+    at_bottom = prep.grouper.group_rows(bottom)
+    at_top = prep.grouper.group_rows(top)
+    at_opt = prep.grouper.group_rows(levels, keep_rows=True)
+    failing = np.zeros(at_opt.count, dtype=bool)
+    suppressed = np.asarray(result.suppressed, dtype=bool)
+    if suppressed.any():
+        failing[at_opt.row_class[suppressed]] = True
+    out: dict[str, Any] = {}
+    for name in METRICS:
+        metric = build_metric(name, ctx)
+        low = metric.loss(bottom, at_bottom, np.zeros(at_bottom.count, dtype=bool))
+        high = metric.loss(top, at_top, np.ones(at_top.count, dtype=bool))
+        value = metric.loss(levels, at_opt, failing)
+        out[name] = {"input": float(low), "output": float(value), "all_suppressed": float(high),
+                     "relative_percent": _relative(value, low, high)}
+    return out
+
+
+def attribute_utility(table: EncodedTable, output: EncodedTable, hierarchies: Mapping[str, Hierarchy],
+                      transformation: Mapping[str, int], suppressed: np.ndarray) -> list[dict[str, Any]]:
+    """Per QI: generalization level and Iyengar's loss (leaves below the value - 1)/(leaves - 1), suppressed = 1."""
+    suppressed = np.asarray(suppressed, dtype=bool)
+    out = []
+    for q, level in transformation.items():
+        h = hierarchies[q]
+        c = table.column_index(q)
+        code_map, level_dicts = h.code_map(table.dictionaries[c])
+        leaves = h.leaf_counts(level, level_dicts[level])
+        frac = (leaves - 1) / (len(h.rows) - 1) if len(h.rows) > 1 else np.zeros(len(leaves))
+        per_row = frac[code_map[level][table.codes[:, c]]]
+        per_row = np.where(suppressed, 1.0, per_row)
+        oc = output.column_index(q)
+        released_values = np.unique(output.codes[~suppressed, oc]).size
+        out.append({
+            "attribute": q, "level": int(level), "max_level": h.height - 1,
+            "generalization_percent": 100.0 * level / (h.height - 1) if h.height > 1 else 0.0,
+            "loss_percent": 100.0 * float(per_row.mean()),
+            "distinct_input": len(table.dictionaries[c]), "distinct_output": int(released_values),
+        })
+    return out
+
+
+def _counts(table: EncodedTable, column: str) -> list[tuple[str, int]]:
+    c = table.column_index(column)
+    counts = np.bincount(table.codes[:, c], minlength=len(table.dictionaries[c]))
+    pairs = Counter({table.dictionaries[c][i].decode("utf-8", "backslashreplace"): int(n)
+                     for i, n in enumerate(counts) if n})
+    top = pairs.most_common(TOP_VALUES)
+    rest = sum(pairs.values()) - sum(n for _, n in top)
+    return top + ([("(other)", rest)] if rest else [])
+
+
+def distributions(table: EncodedTable, output: EncodedTable, columns: list[str]) -> dict[str, Any]:
+    """Value counts per attribute before and after (most frequent values, the rest as '(other)')."""
+    return {q: {"input": _counts(table, q), "output": _counts(output, q)} for q in columns}

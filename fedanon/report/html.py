@@ -43,7 +43,10 @@ def _pct(value: Any) -> str:
     return "–" if value is None else f"{100 * value:.2f} %"
 
 
-def _table(head: Iterable[str], rows: Iterable[Iterable[Any]], table_id: str) -> str:
+def _table(head: Iterable[str] | None, rows: Iterable[Iterable[Any]], table_id: str) -> str:
+    if head is None:
+        body = "".join("<tr>" + "".join(f"<td class=l>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f'<table id="{table_id}"><tbody>{body}</tbody></table>'
     th = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(f"<td{' class=l' if i == 0 else ''}>{_e(c)}</td>" for i, c in enumerate(r))
                    + "</tr>" for r in rows)
@@ -94,9 +97,9 @@ def render(a: "Analysis", title: str) -> str:
     parts = [f"<h1>{_e(title)}</h1>",
              f'<p class=note>Output {"verified" if verified else "written"} by fedanon. Risk figures: '
              f"prosecutor = the attacker knows the person is in the data; journalist = the person is in the "
-             f"population ({_e(ri.get('population'))}); marketer = share of records re-identified on average. "
+             f"population: {_e(ri.get('population'))}; marketer = share of records re-identified on average. "
              f"Records at risk: released records whose risk exceeds {ri['threshold']:g}.</p>",
-             "<h2>Summary</h2>", _table(["", ""], summary_rows, "summary").replace("<td>", "<td class=l>"),
+             "<h2>Summary</h2>", _table(None, summary_rows, "summary"),
              "<h2>Re-identification risk</h2>", _table(["", "input", "output"], _risk_rows(ri, ro), "risk")]
     bins_in, bins_out = size_bins(ri), size_bins(ro)
     bands_in, bands_out = risk_bands(ri), risk_bands(ro)

@@ -30,7 +30,7 @@ def _svg(fig) -> str:  # type: ignore[no-untyped-def]
 
 
 def paired_bars(title: str, labels: Sequence[str], before: Sequence[float], after: Sequence[float],
-                ylabel: str = "records", width: float = 6.4, height: float = 3.0) -> str:
+                ylabel: str = "records", width: float = 5.3, height: float = 3.0) -> str:
     """Two bar series (input vs output) over the same categories."""
     fig = _figure(width, height)
     ax = fig.add_subplot()

@@ -1,0 +1,185 @@
+"""`fedanon risk` and the report's risk figures against an independent plain-Python computation.
+
+The reference below groups rows with a dict of tuples and applies the textbook
+formulas (El Emam & Dankar); it shares no code with `fedanon.report.risk`
+(which groups with NumPy). The k/ℓ/t a table is said to satisfy are checked
+against the independent verifier `engine/verify.py`: the verifier accepts the
+reported value and rejects the next stricter one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import fedanon
+from fedanon.cli import main
+from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness, read_table_csv
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.verify import verify_anonymized
+
+ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+ADULT = ADULT_DIR / "adult.csv"
+QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+HIER = {q: ADULT_DIR / f"adult_hierarchy_{q}.csv" for q in QIS + ["salary-class"]}
+QI_FLAGS = [a for q in QIS for a in ("--qi", f"{q}={HIER[q]}")]
+
+
+def reference_risk(header, rows, qis, threshold=0.2, population_rows=None):
+    """Plain Python: classes of released rows (not all-'*'), prosecutor/journalist/marketer."""
+    idx = [header.index(q) for q in qis]
+    released = [tuple(r[i] for i in idx) for r in rows if not all(r[i] == "*" for i in idx)]
+    f = Counter(released)
+    n = len(released)
+    pop = Counter(tuple(r[i] for i in idx) for r in population_rows) if population_rows is not None else f
+    big_f = {key: pop[key] for key in f}
+    return {
+        "rows": n,
+        "classes": len(f),
+        "sample_uniques": sum(1 for size in f.values() if size == 1),
+        "prosecutor": {
+            "highest": max(1 / s for s in f.values()),
+            "average": sum(1 / f[key] for key in released) / n,
+            "records_at_risk": sum(1 for key in released if 1 / f[key] > threshold),
+        },
+        "journalist": {
+            "highest": max(1 / big_f[key] for key in f),
+            "average": len(f) / sum(big_f.values()),
+            "records_at_risk": sum(1 for key in released if 1 / big_f[key] > threshold),
+        },
+        "marketer": sum(f[key] / big_f[key] for key in f) / n,
+        "class_sizes": sorted(Counter(f.values()).items()),
+    }
+
+
+def assert_matches(ours, ref):
+    for key in ("rows", "classes", "sample_uniques"):
+        assert ours[key] == ref[key], key
+    for model in ("prosecutor", "journalist"):
+        for key, value in ref[model].items():
+            assert ours[model][key] == pytest.approx(value, rel=1e-12), (model, key)
+    assert ours["marketer"]["average"] == pytest.approx(ref["marketer"], rel=1e-12)
+    assert [(c["size"], c["classes"]) for c in ours["class_sizes"]] == ref["class_sizes"]
+    assert sum(c["records"] for c in ours["class_sizes"]) == ref["rows"]
+
+
+def risk_cli(path, args, tmp_path, capsys):
+    out = tmp_path / f"risk_{path.stem}.json"
+    code = main(["risk", str(path), *map(str, args), "--json", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def adult_k5(tmp_path_factory):
+    """The k=5 optimum of ADULT (2 % suppression), with its JSON report."""
+    tmp = tmp_path_factory.mktemp("adult_k5")
+    out, rep = tmp / "out.csv", tmp / "report.json"
+    code = main(["anonymize", str(ADULT), *QI_FLAGS, "--k", "5", "--suppression", "0.02",
+                 "--output", str(out), "--report", str(rep), "--quiet"])
+    assert code == 0
+    return out, json.loads(rep.read_text())
+
+
+def test_raw_adult_risk_matches_reference(tmp_path, capsys):
+    header, rows = read_table_csv(ADULT)
+    ours = risk_cli(ADULT, ["--qi", ",".join(QIS)], tmp_path, capsys)
+    ref = reference_risk(header, rows, QIS)
+    assert_matches(ours, ref)
+    assert ours["sample_uniques"] > 10000 and ours["prosecutor"]["highest"] == 1.0  # ADULT is mostly unique
+    assert ours["satisfies"]["k"] == 1
+
+
+def test_adult_k5_optimum_risk_matches_reference(adult_k5, tmp_path, capsys):
+    out, report = adult_k5
+    oh, orows = read_table_csv(out)
+    ours = risk_cli(out, ["--qi", ",".join(QIS), "--threshold", "0.1"], tmp_path, capsys)
+    ref = reference_risk(oh, orows, QIS, threshold=0.1)
+    assert_matches(ours, ref)
+    assert ours["satisfies"]["k"] >= 5 and ours["prosecutor"]["highest"] <= 0.2
+    assert ours["suppressed_rows"] == report["suppressed_rows"] > 0
+    # the anonymization report carries the same figures for its output and input
+    assert report["risk"]["output"]["classes"] == ref["classes"] == report["classes"]
+    assert report["risk"]["output"]["prosecutor"]["average"] == pytest.approx(ref["classes"] / ref["rows"])
+    header, rows = read_table_csv(ADULT)
+    raw = reference_risk(header, rows, QIS)
+    assert report["risk"]["input"]["sample_uniques"] == raw["sample_uniques"]
+    assert report["risk"]["input"]["prosecutor"]["records_at_risk"] == raw["prosecutor"]["records_at_risk"]
+
+
+def test_population_table_gives_journalist_and_marketer(tmp_path, capsys):
+    header, rows = read_table_csv(ADULT)
+    qis = ["sex", "race", "marital-status"]
+    sample = rows[::7]
+    sample_csv = tmp_path / "sample.csv"
+    sample_csv.write_text(";".join(header) + "\n" + "".join(";".join(r) + "\n" for r in sample))
+    ours = risk_cli(sample_csv, ["--qi", ",".join(qis), "--population", ADULT], tmp_path, capsys)
+    ref = reference_risk(header, sample, qis, population_rows=rows)
+    assert_matches(ours, ref)
+    assert ours["journalist"]["highest"] < ours["prosecutor"]["highest"]  # the population hides the sample
+    assert "population table" in ours["population"]
+
+
+def test_without_population_journalist_is_prosecutor(tmp_path, capsys):
+    ours = risk_cli(ADULT, ["--qi", "sex,race,age"], tmp_path, capsys)
+    assert ours["journalist"] == ours["prosecutor"]
+    assert ours["marketer"]["average"] == pytest.approx(ours["classes"] / ours["rows"])
+
+
+@pytest.mark.slow
+def test_k_l_t_reported_for_an_output_are_what_the_verifier_checks(tmp_path, capsys):
+    """The verifier accepts the reported k, ℓ, t and rejects the next stricter value.
+
+    Runs on every third ADULT row: the verifier is row-by-row Python and runs 13 times here.
+    """
+    header, rows = read_table_csv(ADULT)
+    data = tmp_path / "adult_third.csv"
+    data.write_text(";".join(header) + "\n" + "".join(";".join(r) + "\n" for r in rows[::3]))
+    out, rep = tmp_path / "out.csv", tmp_path / "report.json"
+    code = main(["anonymize", str(data), *QI_FLAGS, "--sensitive", f"salary-class={HIER['salary-class']}",
+                 "--k", "4", "--l-diversity", "distinct:2", "--t-closeness", "0.3:hierarchical",
+                 "--suppression", "0.05", "--output", str(out), "--report", str(rep), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(rep.read_text())
+    risk = risk_cli(out, ["--qi", ",".join(QIS), "--sensitive", f"salary-class={HIER['salary-class']}"],
+                    tmp_path, capsys)
+    sat = risk["satisfies"]
+    s = sat["sensitive"]["salary-class"]
+    header, rows = read_table_csv(data)
+    oh, orows = read_table_csv(out)
+    hier = {a: Hierarchy.read_csv(p, a) for a, p in HIER.items()}
+
+    def problems(**model):
+        config = AnonymizationConfig(QIS, suppression=0.05, **model)
+        return verify_anonymized(header, rows, oh, orows, config, hier,
+                                 transformation=report["transformation"],
+                                 reported_suppressed_rows=report["suppressed_rows"])
+
+    assert sat["k"] >= 4 and s["distinct_l"] >= 2 and s["t_hierarchical"] <= 0.3 + 1e-9
+    assert problems(k=sat["k"]) == [] and problems(k=sat["k"] + 1)
+    for variant, value, stricter in (("distinct", s["distinct_l"], s["distinct_l"] + 1),
+                                     ("entropy", s["entropy_l"], s["entropy_l"] * (1 + 1e-6))):
+        assert problems(l_diversity=LDiversity(variant, value, "salary-class")) == []
+        assert problems(l_diversity=LDiversity(variant, stricter, "salary-class"))
+    c = s["recursive_c"]["2"]
+    assert problems(l_diversity=LDiversity("recursive", 2, "salary-class", c=c * (1 + 1e-9))) == []
+    assert problems(l_diversity=LDiversity("recursive", 2, "salary-class", c=c))  # needs c strictly above
+    for kind in ("equal", "hierarchical"):
+        t = s[f"t_{kind}"]
+        assert problems(t_closeness=TCloseness(t, kind, "salary-class")) == []
+        assert problems(t_closeness=TCloseness(t - 1e-6, kind, "salary-class"))
+    # and the anonymization report states the same for its own output
+    assert report["risk"]["output"]["satisfies"] == sat
+
+
+def test_bad_input_one_line(tmp_path, capsys):
+    assert main(["risk", str(ADULT), "--qi", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown column 'nope'" in err and len(err.strip().splitlines()) == 1
+    assert main(["risk", str(ADULT), "--qi", "sex", "--threshold", "2"]) == 2
+    assert "threshold" in capsys.readouterr().err

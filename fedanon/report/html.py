@@ -95,6 +95,8 @@ def render(a: "Analysis", title: str) -> str:
     if verified is not None:
         summary_rows.append(["independent verifier", "OK" if verified else "VIOLATIONS"])
     parts = [f"<h1>{_e(title)}</h1>",
+             "<p class=warn>For the data owner: this page shows value distributions and risk figures of the "
+             "raw input. Do not publish it with the released table.</p>",
              f'<p class=note>Output {"verified" if verified else "written"} by fedanon. Risk figures: '
              f"prosecutor = the attacker knows the person is in the data; journalist = the person is in the "
              f"population: {_e(ri.get('population'))}; marketer = share of records re-identified on average. "

@@ -1,22 +1,26 @@
 """Entry point: anonymize one encoded table optimally.
 
-Wires the pieces together -- code maps from hierarchies, the grouper, criteria,
-metric, local checker and Flash -- and materializes the chosen transformation.
+Wires the pieces together and materializes the chosen transformation. Preparation
+has two halves: the *structure* (code maps, grouper, lattice -- valid for any table
+the searching party holds, pseudotuples included) and the *statistics* (totals,
+reference distributions, metric cardinalities -- facts about the true rows). The
+centralized path derives both from one table; Protocol C builds the structure at its
+helper, gets the statistics from the key holder and supplies its own checker. The
+search (flash.py) never knows which.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from fedanon.engine.checker import Checker, LocalChecker
+from fedanon.engine.checker import Checker, ClassJudge, LocalChecker
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria
-from fedanon.engine.flash import FlashSearch
+from fedanon.engine.flash import FlashSearch, SearchOutcome
 from fedanon.engine.grouping import Grouper
 from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
 from fedanon.engine.hierarchy import Hierarchy
@@ -30,8 +34,12 @@ SUPPRESSED = b"*"
 
 
 @dataclass
-class Prepared:
-    """Everything derived from the input once, shared by checker and materialization."""
+class Structure:
+    """What the search needs that does not depend on row counts: code maps, grouper, lattice.
+
+    Built from whatever table the searching party holds -- for Protocol C's helper that
+    table includes pseudotuples, so nothing here may be used as a statistic of the data.
+    """
 
     table: EncodedTable
     config: AnonymizationConfig
@@ -39,8 +47,30 @@ class Prepared:
     code_maps: list[np.ndarray]
     level_dicts: list[list[list[bytes]]]
     grouper: Grouper
-    checker: LocalChecker
     lattice: Lattice
+    hierarchies: dict[str, Hierarchy]
+    #: sensitive attribute -> code map of its hierarchy (hierarchical t-closeness)
+    sensitive_code_maps: dict[str, np.ndarray]
+
+
+@dataclass
+class Statistics:
+    """Table-wide facts criteria and metrics need (totals, reference distributions, bounds).
+
+    Derived from the true rows: locally by `local_statistics`, in Protocol C by the key
+    holder from decrypted counts.
+    """
+
+    criteria: CriterionContext
+    metric: MetricContext
+
+
+@dataclass
+class Prepared(Structure):
+    """Structure + statistics + the local checker: everything `anonymize` uses."""
+
+    statistics: Statistics | None = None
+    checker: LocalChecker | None = None  # type: ignore[assignment]
 
 
 def _check_coverage(table: EncodedTable, column: int, hierarchy: Hierarchy) -> None:
@@ -60,13 +90,19 @@ def _check_coverage(table: EncodedTable, column: int, hierarchy: Hierarchy) -> N
     )
 
 
-def prepare(
+def prepare_structure(
     table: EncodedTable,
     hierarchies: dict[str, Hierarchy],
     config: AnonymizationConfig,
     research_subset: np.ndarray | None = None,
-) -> Prepared:
-    """Validate inputs and build grouper, criteria, metric and checker."""
+    *,
+    require_subset: bool = True,
+) -> Structure:
+    """Validate inputs and build code maps, grouper and lattice (no statistics).
+
+    `require_subset=False` lets a caller whose research-subset flags are hidden from it
+    (Protocol C: they are encrypted counters) build the structure for delta-presence.
+    """
     config.validate()
     if table.n_rows == 0:
         raise InputError("the input table has no rows")
@@ -82,80 +118,110 @@ def prepare(
         cm, dicts = hierarchies[q].code_map(table.dictionaries[ci])
         code_maps.append(cm)
         level_dicts.append(dicts)
-    criteria = build_criteria(config)
 
     # sensitive attributes: per-row codes, per-attribute totals, optional hierarchy code map
     sens_codes: dict[str, np.ndarray] = {}
     sens_sizes: dict[str, int] = {}
     sens_maps: dict[str, np.ndarray] = {}
-    for attr in {c.needs_histogram for c in criteria if c.needs_histogram}:
+    for attr in sensitive_attributes(config):
         ci = table.column_index(attr)
         sens_codes[attr] = table.codes[:, ci].astype(np.int64)
         sens_sizes[attr] = len(table.dictionaries[ci])
         if attr in hierarchies:
             sens_maps[attr] = hierarchies[attr].code_map(table.dictionaries[ci])[0]
     subset = None
-    if any(c.needs_subset for c in criteria):
-        if research_subset is None:
-            raise InputError("delta-presence needs a research subset (one flag per row)")
     if research_subset is not None:
         subset = np.asarray(research_subset, dtype=bool)
         if subset.shape != (table.n_rows,):
             raise InputError(
                 f"research subset has {subset.shape[0] if subset.ndim else 0} flags for {table.n_rows} rows"
             )
-    elif config.delta_presence is not None:
+    elif config.delta_presence is not None and require_subset:
         raise InputError("delta-presence needs a research subset (one flag per row)")
 
-    qi_codes = table.codes[:, qi_index]
-    grouper = Grouper(qi_codes, code_maps, sens_codes, sens_sizes, subset)
+    grouper = Grouper(table.codes[:, qi_index], code_maps, sens_codes, sens_sizes, subset)
+    lattice = Lattice([int(cm.shape[0]) for cm in code_maps])
+    return Structure(table, config, qi_index, code_maps, level_dicts, grouper, lattice, hierarchies, sens_maps)
+
+
+def sensitive_attributes(config: AnonymizationConfig) -> list[str]:
+    """Attributes whose per-class histograms some criterion needs, in a stable order."""
+    return sorted({c.needs_histogram for c in build_criteria(config) if c.needs_histogram})
+
+
+def local_statistics(structure: Structure) -> Statistics:
+    """Statistics from the structure's own rows (every row is real)."""
+    grouper = structure.grouper
+    table = structure.table
+    subset = grouper.subset
     context = CriterionContext(
         n_rows=table.n_rows,
-        histograms_total={a: np.bincount(c, minlength=sens_sizes[a]).astype(np.int64) for a, c in sens_codes.items()},
-        sensitive_code_maps=sens_maps,
+        histograms_total={a: np.bincount(c, minlength=grouper.sensitive_sizes[a]).astype(np.int64)
+                          for a, c in grouper.sensitive_codes.items()},
+        sensitive_code_maps=structure.sensitive_code_maps,
         subset_total=None if subset is None else int(subset.sum()),
     )
-    heights = [int(cm.shape[0]) for cm in code_maps]
     cards = []
+    for i, cm in enumerate(structure.code_maps):
+        col = grouper.qi_codes[:, i]
+        cards.append([np.bincount(cm[l][col], minlength=len(structure.level_dicts[i][l])).astype(np.int64)
+                      for l in range(cm.shape[0])])
+    return Statistics(context, metric_context(structure, table.n_rows, cards))
+
+
+def metric_context(structure: Structure, n_rows: int, cardinalities: list[list[np.ndarray]]) -> MetricContext:
+    """Metric facts from the hierarchies plus per-level value counts of the true rows."""
+    qis = list(structure.config.quasi_identifiers)
     leaf = []
-    for i, (q, cm) in enumerate(zip(qis, code_maps)):
-        col = qi_codes[:, i]
-        per_level = []
+    for i, (q, cm) in enumerate(zip(qis, structure.code_maps)):
+        total_leaves = len(structure.hierarchies[q].rows)
         per_leaf = []
-        total_leaves = len(hierarchies[q].rows)
         for l in range(cm.shape[0]):
-            per_level.append(np.bincount(cm[l][col], minlength=len(level_dicts[i][l])).astype(np.int64))
-            counts = hierarchies[q].leaf_counts(l, level_dicts[i][l])
+            counts = structure.hierarchies[q].leaf_counts(l, structure.level_dicts[i][l])
             per_leaf.append((counts - 1) / (total_leaves - 1) if total_leaves > 1 else np.zeros(len(counts)))
-        cards.append(per_level)
         leaf.append(per_leaf)
-    mctx = MetricContext(
-        n_rows=table.n_rows,
-        heights=heights,
-        cardinalities=cards,
-        level0_to_level=code_maps,
+    return MetricContext(
+        n_rows=n_rows,
+        heights=[int(cm.shape[0]) for cm in structure.code_maps],
+        cardinalities=cardinalities,
+        level0_to_level=structure.code_maps,
         leaf_fraction=leaf,
-        min_class_size=max(c.min_class_size for c in criteria),
+        min_class_size=max(c.min_class_size for c in build_criteria(structure.config)),
     )
-    metric = build_metric(config.metric, mctx)
-    checker = LocalChecker(grouper, criteria, metric, config.suppression, context)
-    return Prepared(table, config, qi_index, code_maps, level_dicts, grouper, checker, Lattice(heights))
 
 
-def materialize(
-    prep: Prepared, levels: tuple[int, ...], checker: Checker | None = None
-) -> tuple[EncodedTable, np.ndarray, int]:
-    """Apply a transformation: generalize QI cells, suppress rows of failing classes."""
-    table = prep.table
-    classes = prep.grouper.group_rows(levels, keep_rows=True)
-    failing = np.asarray((checker or prep.checker).failing_classes(classes.stats), dtype=bool)
-    suppressed = failing[classes.row_class] if failing.any() else np.zeros(table.n_rows, dtype=bool)
+def local_checker(structure: Structure, statistics: Statistics) -> LocalChecker:
+    """The checker over in-memory class statistics."""
+    config = structure.config
+    criteria = build_criteria(config)
+    metric = build_metric(config.metric, statistics.metric)
+    return LocalChecker(structure.grouper, criteria, metric, config.suppression, statistics.criteria)
+
+
+def prepare(
+    table: EncodedTable,
+    hierarchies: dict[str, Hierarchy],
+    config: AnonymizationConfig,
+    research_subset: np.ndarray | None = None,
+) -> Prepared:
+    """Structure, local statistics and local checker in one step (the centralized case)."""
+    structure = prepare_structure(table, hierarchies, config, research_subset)
+    statistics = local_statistics(structure)
+    checker = local_checker(structure, statistics)
+    return Prepared(**{f: getattr(structure, f) for f in Structure.__dataclass_fields__},
+                    statistics=statistics, checker=checker)
+
+
+def generalize(structure: Structure, levels: tuple[int, ...], suppressed: np.ndarray | None = None) -> EncodedTable:
+    """The table at `levels`: QI cells generalized, QI cells of `suppressed` rows set to "*"."""
+    table = structure.table
     codes = table.codes.copy()
     dictionaries = [list(d) for d in table.dictionaries]
-    for i, (ci, level) in enumerate(zip(prep.qi_index, levels)):
-        dictionary = list(prep.level_dicts[i][level])
-        col = prep.code_maps[i][level][table.codes[:, ci]]
-        if suppressed.any():
+    hide = suppressed is not None and bool(suppressed.any())
+    for i, (ci, level) in enumerate(zip(structure.qi_index, levels)):
+        dictionary = list(structure.level_dicts[i][level])
+        col = structure.code_maps[i][level][table.codes[:, ci]]
+        if hide:
             try:
                 star = dictionary.index(SUPPRESSED)
             except ValueError:
@@ -164,8 +230,35 @@ def materialize(
             col = np.where(suppressed, star, col)
         codes[:, ci] = col
         dictionaries[ci] = dictionary
+    return EncodedTable(list(table.columns), codes, dictionaries)
+
+
+def materialize(
+    prep: Structure, levels: tuple[int, ...], checker: LocalChecker | ClassJudge | None = None
+) -> tuple[EncodedTable, np.ndarray, int]:
+    """Apply a transformation: generalize QI cells, suppress rows of failing classes."""
+    judge = checker if checker is not None else getattr(prep, "checker", None)
+    if judge is None:
+        raise ValueError("materialize needs a checker that can name failing classes")
+    classes = prep.grouper.group_rows(levels, keep_rows=True)
+    failing = np.asarray(judge.failing_classes(classes.stats), dtype=bool)
+    suppressed = failing[classes.row_class] if failing.any() else np.zeros(prep.table.n_rows, dtype=bool)
     kept = classes.count - int(failing.sum())
-    return EncodedTable(list(table.columns), codes, dictionaries), suppressed, kept
+    return generalize(prep, levels, suppressed), suppressed, kept
+
+
+def search(
+    structure: Structure, checker: Checker, progress: Callable[[int, int], None] | None = None
+) -> SearchOutcome:
+    """Run Flash against any checker; `NoSolutionError` if no node is anonymous."""
+    outcome = FlashSearch(structure.lattice, checker, progress).run()
+    if outcome.node is None:
+        raise NoSolutionError(
+            "no transformation satisfies the privacy model"
+            + (f" within the suppression limit of {checker.suppression_limit} rows" if structure.config.suppression
+               else " without suppression (try allowing some suppression or weaker parameters)")
+        )
+    return outcome
 
 
 def anonymize(
@@ -200,7 +293,7 @@ def gap(loss: float, lower_bound: float) -> float:
 
 def search_and_apply(
     prep: Prepared,
-    checker: Checker,
+    checker: LocalChecker,
     *,
     progress: Callable[[int, int], None] | None = None,
     started: float | None = None,
@@ -208,9 +301,8 @@ def search_and_apply(
 ) -> AnonymizationResult:
     """Run Flash against any checker and materialize its optimum.
 
-    This is the seam for checkers that are not local (Protocol C: class counts are
-    Paillier-encrypted and judged by a key holder): build `prepare(...)` on the
-    table the helper holds, wrap its grouper in the remote checker, call this.
+    `checker` must be able to name failing classes (a `LocalChecker`); a checker whose
+    counts live elsewhere (Protocol C) uses `search` and `generalize` instead.
     """
     start = time.perf_counter() if started is None else started
     config = prep.config

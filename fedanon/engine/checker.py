@@ -35,7 +35,13 @@ class NodeEvaluation:
 
 
 class Checker(ABC):
-    """Interface the search depends on."""
+    """Everything the search (flash.py) uses -- and nothing else.
+
+    A checker is told a node's levels and answers with a `NodeEvaluation`; how it
+    gets there (plaintext counts, ciphertext dictionaries, or encrypted counts judged
+    by another party) is its own business. The attributes are fixed before the search
+    starts; `checks` and `rollups` are read for the report afterwards.
+    """
 
     #: "anonymous" (with suppression) is inherited by generalizations
     anonymity_monotone: bool
@@ -48,19 +54,14 @@ class Checker(ABC):
     #: class size every criterion implies (1 = none); "at most `suppression_limit` rows in
     #: smaller classes" is then a monotone necessary condition the search can tag with
     implied_k: int = 1
+    #: nodes evaluated so far
     checks: int = 0
+    #: of those, grouped by roll-up from a more specific node
     rollups: int = 0
 
     @abstractmethod
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         """Transform, group and check one node."""
-
-    def failing_classes(self, stats: ClassStats) -> np.ndarray:
-        """Which classes of the chosen node must be suppressed (used to materialize the output).
-
-        A checker whose counts live elsewhere (Protocol C: encrypted) overrides this.
-        """
-        raise NotImplementedError
 
     def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
         """Cheap monotone lower bounds of the loss for many nodes at once, if available."""
@@ -71,22 +72,24 @@ class Checker(ABC):
         return None
 
 
-class LocalChecker(Checker):
-    """Checks nodes against in-memory class statistics."""
+class ClassJudge:
+    """Criteria + suppression limit + metric: judges one node from its class statistics.
+
+    Separate from grouping so that a party which never sees rows (Protocol C's key
+    holder, who only gets decrypted class counts in permuted order) judges a node with
+    exactly the code the local checker uses.
+    """
 
     def __init__(
         self,
-        grouper: Grouper,
         criteria: list[Criterion],
         metric: Metric,
         suppression: float,
         context: CriterionContext,
     ) -> None:
-        self.grouper = grouper
         self.criteria = criteria
         self.metric = metric
-        n = grouper.n_rows
-        self.suppression_limit = int(math.floor(suppression * n + 1e-9))
+        self.suppression_limit = int(math.floor(suppression * context.n_rows + 1e-9))
         for c in criteria:
             c.prepare(context)
         all_monotone = all(c.monotone for c in criteria)
@@ -97,13 +100,9 @@ class LocalChecker(Checker):
             self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
         self.implied_k = max([c.min_class_size for c in criteria] + [1])
-        self.checks = 0
-
-    @property
-    def rollups(self) -> int:  # type: ignore[override]
-        return self.grouper.rollups
 
     def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        """Which classes fail some criterion (they are suppressed in the output)."""
         failing = np.zeros(stats.sizes.shape[0], dtype=bool)
         for c in self.criteria:
             failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
@@ -125,6 +124,39 @@ class LocalChecker(Checker):
             loss=loss,
             bound=self.metric.class_bound(levels, classes),
         )
+
+
+class LocalChecker(Checker):
+    """Checks nodes against in-memory class statistics."""
+
+    def __init__(
+        self,
+        grouper: Grouper,
+        criteria: list[Criterion],
+        metric: Metric,
+        suppression: float,
+        context: CriterionContext,
+    ) -> None:
+        self.grouper = grouper
+        self.class_judge = ClassJudge(criteria, metric, suppression, context)
+        self.criteria = criteria
+        self.metric = metric
+        self.suppression_limit = self.class_judge.suppression_limit
+        self.strict_monotone = self.class_judge.strict_monotone
+        self.anonymity_monotone = self.class_judge.anonymity_monotone
+        self.metric_monotone = self.class_judge.metric_monotone
+        self.implied_k = self.class_judge.implied_k
+        self.checks = 0
+
+    @property
+    def rollups(self) -> int:  # type: ignore[override]
+        return self.grouper.rollups
+
+    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        return self.class_judge.failing_classes(stats)
+
+    def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
+        return self.class_judge.judge(levels, classes)
 
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         self.checks += 1

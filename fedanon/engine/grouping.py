@@ -28,6 +28,10 @@ class Classes:
     codes: np.ndarray  # int32 (n_classes, n_qis)
     stats: ClassStats
     row_class: np.ndarray | None = None  # class of each row, only when grouped from rows
+    # when rolled up: the node it came from and, per class of that node, its class here --
+    # so statistics the grouper does not hold (Protocol C's encrypted sums) roll up too
+    rolled_from: tuple[int, ...] | None = None
+    mapping: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.count = int(self.codes.shape[0])
@@ -241,20 +245,25 @@ class Grouper:
             hists = {a: h.rollup(inverse, n_classes, group_key) if isinstance(h, SparseHistogram) else move(h)
                      for a, h in st.histograms.items()}
             subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
-            return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
+            return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
+                           rolled_from=base.levels, mapping=inverse)
         sizes = _sum_by(inverse, n_classes, st.sizes.astype(np.float64))
         hists = {a: h.rollup(inverse, n_classes, group_key) if isinstance(h, SparseHistogram)
                  else _sum_by(inverse, n_classes, h) for a, h in st.histograms.items()}
         subset_sizes = None
         if st.subset_sizes is not None:
             subset_sizes = _sum_by(inverse, n_classes, st.subset_sizes.astype(np.float64))
-        return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
+        return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
+                       rolled_from=base.levels, mapping=inverse)
 
-    def classes(self, levels: tuple[int, ...]) -> tuple[Classes, bool]:
+    def classes(self, levels: tuple[int, ...], keep_rows: bool = False) -> tuple[Classes, bool]:
         """Classes of a node, rolled up from the best stored snapshot when possible.
 
         Returns (classes, rolled_up). The best snapshot is a stored specialization
-        with the fewest classes (cheapest to roll up).
+        with the fewest classes (cheapest to roll up). A rolled-up result names its
+        snapshot (`rolled_from`) and the class mapping; one grouped from the rows
+        carries `row_class` when `keep_rows`. Class order is canonical (ascending
+        mixed-radix key), so rows and roll-up give the same order for a node.
         """
         levels = tuple(int(x) for x in levels)
         hit = self._history.get(levels)
@@ -276,10 +285,14 @@ class Grouper:
             self._history.move_to_end(best.levels)
             rolled = True
         else:
-            result = self.group_rows(levels)
+            result = self.group_rows(levels, keep_rows=keep_rows)
             rolled = False
         self.remember(result)
         return result, rolled
+
+    def remembers(self, levels: tuple[int, ...]) -> bool:
+        """Whether a snapshot of `levels` is stored (callers caching their own per-node sums use it)."""
+        return tuple(int(x) for x in levels) in self._history
 
     def remember(self, classes: Classes) -> None:
         """Keep a snapshot if it is small enough to make later roll-ups cheap (bounded LRU)."""

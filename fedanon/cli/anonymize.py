@@ -13,13 +13,13 @@ import argparse
 import json
 import math
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
+from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
 from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 
@@ -59,63 +59,111 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------- inputs
-def _check_columns(path: Path, header: list[str], names: list[str], what: str) -> None:
-    for name in names:
-        if name not in header:
-            raise InputError(f"{path}, line 1: unknown column {name!r} ({what}); "
-                             f"the table has columns: {', '.join(header)}")
+MAX_LISTED = 20  # missing hierarchy values named one by one; the rest are counted
 
 
-def _check_values_in_hierarchies(path: Path, header: list[str], rows: list[list[str]],
-                                 hierarchies: dict[str, Any], delimiter: str) -> None:
-    """Name the first input cell (file, line, value) that has no row in its hierarchy."""
-    from fedanon.engine.csvio import read_delimited
+def column_roles(table: ColumnarTable, spec: RunSpec) -> tuple[list[str], list[str]]:
+    """(kept columns in input order, removed identifying columns).
 
+    As in ARX, every column has a role; a column given none (not a QI, the
+    sensitive attribute or declared insensitive) is identifying and never reaches
+    an output. Declared columns must exist.
+    """
+    config, _paths, sensitive, _subset = spec.privacy
+    for name in config.quasi_identifiers:
+        _check_columns(table, name, "quasi-identifier")
+    if sensitive is not None:
+        _check_columns(table, sensitive, "sensitive attribute")
+    for name in spec.insensitive:
+        _check_columns(table, name, "insensitive")
+    declared = set(spec.declared_columns())
+    kept = [c for c in table.columns if c in declared]
+    removed = [c for c in table.columns if c not in declared]
+    return kept, removed
+
+
+def _check_columns(table: ColumnarTable, name: str, what: str) -> None:
+    if name not in table.columns:
+        raise InputError(f"{table.source}, line 1: unknown column {name!r} ({what}); "
+                         f"the table has columns: {', '.join(table.columns)}")
+
+
+def check_values_in_hierarchies(table: ColumnarTable, hierarchies: dict[str, Any]) -> None:
+    """Report every input cell missing from its hierarchy in one message.
+
+    The first MAX_LISTED cells are named with their line, the rest counted, so a
+    steward fixes all of them in one pass instead of one per run.
+    """
+    missing_rows: list[tuple[int, str, str]] = []  # (data row, column, value)
+    total = 0
     for attr, h in hierarchies.items():
-        known = {r[0].decode("utf-8", "backslashreplace") for r in h.rows}
-        c = header.index(attr)
-        for i, row in enumerate(rows):
-            if row[c] not in known:
-                # error path only: re-read to get the physical line (blank lines are skipped)
-                line = read_delimited(path, delimiter)[i + 1][0]
-                raise InputError(f"{path}, line {line}: value {row[c]!r} of column {attr!r} is missing "
-                                 f"from its hierarchy {h.source or ''}".rstrip())
+        if attr not in table.columns:
+            continue
+        c = table.index(attr)
+        dictionary = table.dictionaries[c]
+        missing = h.missing_codes([v.encode("utf-8") for v in dictionary])
+        if not missing:
+            continue
+        rows = np.flatnonzero(np.isin(table.codes[c], np.asarray(missing, dtype=table.codes[c].dtype)))
+        total += int(rows.size)
+        missing_rows.extend((int(r), attr, dictionary[int(table.codes[c][r])]) for r in rows[:MAX_LISTED])
+    if not total:
+        return
+    missing_rows.sort()
+    shown = missing_rows[:MAX_LISTED]
+    lines = table.line_numbers([r for r, _a, _v in shown])
+    sources = {a: h.source for a, h in hierarchies.items()}
+    parts = [f"line {ln}: {attr} {value[:200]!r}" for ln, (_r, attr, value) in zip(lines, shown)]
+    more = f"; and {total - len(shown)} more" if total > len(shown) else ""
+    where = ", ".join(sorted({f"{a} -> {sources[a]}" for _r, a, _v in missing_rows}))
+    raise InputError(f"{table.source}: {total} value(s) missing from their hierarchies ({where}): "
+                     + "; ".join(parts) + more)
 
 
-def match_subset(input_path: Path, header: list[str], rows: list[list[str]],
-                 subset_path: Path, delimiter: str) -> np.ndarray:
+def match_subset(table: ColumnarTable, subset_path: Path) -> np.ndarray:
     """Mark the research-subset rows of the input.
 
     The subset file has the input's header; its rows are matched to input rows
     as a multiset of full rows: a row that occurs m times in the subset must
-    occur at least m times in the input, and the first m unmatched occurrences
-    are marked. Why full rows: the subset must be unambiguous without an ID
-    column, and duplicates are indistinguishable for every model anyway.
+    occur at least m times in the input, and the first m occurrences are
+    marked. Why full rows: the subset must be unambiguous without an ID column,
+    and duplicates are indistinguishable for every model anyway. Works on codes
+    (np.unique over rows), not on per-row Python tuples.
     """
-    from fedanon.engine.csvio import read_delimited
-
-    lines = read_delimited(subset_path, delimiter)
-    if not lines:
-        raise InputError(f"{subset_path}: research subset file is empty")
-    head_line, sub_header = lines[0]
-    if sub_header != header:
-        raise InputError(f"{subset_path}, line {head_line}: header {delimiter.join(sub_header)!r} differs "
-                         f"from the input header {delimiter.join(header)!r}")
-    free: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i in range(len(rows) - 1, -1, -1):
-        free[tuple(rows[i])].append(i)
-    mask = np.zeros(len(rows), dtype=bool)
-    for number, cells in lines[1:]:
-        if len(cells) != len(header):
-            raise InputError(f"{subset_path}, line {number}: {len(cells)} values, expected {len(header)}")
-        slots = free.get(tuple(cells))
-        if not slots:
-            raise InputError(f"{subset_path}, line {number}: row {delimiter.join(cells)!r} does not occur in "
-                             f"{input_path} (or occurs there fewer times than in the subset)")
-        mask[slots.pop()] = True
-    if not mask.any():
-        raise InputError(f"{subset_path}: research subset has no data rows")
+    subset = read_columns(subset_path, table.delimiter, table.encoding)
+    if subset.columns != table.columns:
+        raise InputError(f"{subset_path}, line 1: header {table.delimiter.join(subset.columns)[:200]!r} differs "
+                         f"from the input header {table.delimiter.join(table.columns)[:200]!r}")
+    n, m = table.n_rows, subset.n_rows
+    mapped = np.empty((m, len(table.columns)), dtype=np.int64)
+    inputs = np.empty((n, len(table.columns)), dtype=np.int64)
+    for c, (codes, dictionary) in enumerate(zip(subset.codes, subset.dictionaries)):
+        index = {v: i for i, v in enumerate(table.dictionaries[c])}
+        lookup = np.array([index.get(v, -1) for v in dictionary], dtype=np.int64)
+        mapped[:, c] = lookup[codes]
+        inputs[:, c] = table.codes[c]
+    groups = np.unique(np.vstack([inputs, mapped]), axis=0, return_inverse=True)[1].reshape(-1)
+    g_in, g_sub = groups[:n], groups[n:]
+    have = np.bincount(g_in, minlength=int(groups.max()) + 1)
+    need = np.bincount(g_sub, minlength=have.size)
+    absent = (mapped < 0).any(axis=1) | (_rank_in_group(g_sub) >= have[g_sub])
+    if absent.any():
+        row = int(np.flatnonzero(absent)[0])
+        line = subset.line_numbers([row])[0]
+        text = table.delimiter.join(subset.dictionaries[c][int(subset.codes[c][row])] for c in range(len(table.columns)))
+        raise InputError(f"{subset_path}, line {line}: row {text[:200]!r} does not occur in {table.source} "
+                         f"(or occurs there fewer times than in the subset)")
+    mask = _rank_in_group(g_in) < need[g_in]  # the first `need` occurrences of each row
     return mask
+
+
+def _rank_in_group(groups: np.ndarray) -> np.ndarray:
+    """For each element, how many earlier elements share its group (0 for the first)."""
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    rank = np.empty(groups.size, dtype=np.int64)
+    rank[order] = np.arange(groups.size) - np.searchsorted(ordered, ordered, side="left")
+    return rank
 
 
 # --------------------------------------------------------------------------- progress
@@ -145,6 +193,10 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     t.add_column("", style="bold")
     t.add_column("")
     t.add_row("input", str(spec.input))
+    removed = report.get("removed_columns", [])
+    t.add_row("removed columns", ", ".join(removed) + " (identifying: no role given)" if removed else "none")
+    if spec.insensitive:
+        t.add_row("insensitive", ", ".join(spec.insensitive) + " (unchanged)")
     t.add_row("transformation", ", ".join(f"{a}={lvl}" for a, lvl in report["transformation"].items()))
     t.add_row("information loss", f"{report['information_loss']:.6g} ({report['metric']})")
     t.add_row("classes", str(report["classes"]))
@@ -184,50 +236,68 @@ def search_limits(args: argparse.Namespace) -> SearchLimits:
     return SearchLimits(node_budget=budget, time_limit=limit)
 
 
+def check_output_paths(spec: RunSpec) -> None:
+    """The output and the report may never replace the input (or each other)."""
+    inputs = [p for p in (spec.input, spec.privacy.subset_path, *spec.privacy.hierarchy_paths.values()) if p]
+    for label, path in (("--output", spec.output), ("--report", spec.report)):
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise InputError(f"{label} {path}: is a directory; give a file name")
+        for source in inputs:
+            if same_file(path, source):
+                raise InputError(f"{label} {path} is an input file ({source}); refusing to overwrite it")
+    if spec.output is not None and spec.report is not None and same_file(spec.output, spec.report):
+        raise InputError(f"--output and --report name the same file {spec.output}")
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
-    from fedanon.engine.csvio import read_table_csv, write_table_csv
     from fedanon.engine.hierarchy import Hierarchy
-    from fedanon.engine.table import EncodedTable
 
     spec = run_from_args(args)
     if spec.input is None:
         raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
     if spec.output is None:
         raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
+    check_output_paths(spec)
     config, hierarchy_paths, sensitive, subset_path = spec.privacy
-    delim = spec.delimiter
 
-    header, rows = read_table_csv(spec.input, delim)
-    _check_columns(spec.input, header, config.quasi_identifiers, "quasi-identifier")
-    if sensitive is not None:
-        _check_columns(spec.input, header, [sensitive], "sensitive attribute")
-    hierarchies = {attr: Hierarchy.read_csv(path, attr, delim) for attr, path in hierarchy_paths.items()}
-    _check_values_in_hierarchies(spec.input, header, rows, hierarchies, delim)
-    subset = match_subset(spec.input, header, rows, subset_path, delim) if subset_path is not None else None
+    table = read_columns(spec.input, spec.delimiter, spec.encoding)
+    kept, removed = column_roles(table, spec)
+    hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
+                   for attr, path in hierarchy_paths.items()}
+    check_values_in_hierarchies(table, hierarchies)
+    subset = match_subset(table, subset_path) if subset_path is not None else None
 
-    table = EncodedTable.from_rows(header, rows)
+    released = table.select(kept)
     progress, stop = _progress_factory(args.quiet)
     try:
-        result = anonymize(table, hierarchies, config, research_subset=subset, progress=progress,
+        result = anonymize(released.encoded(), hierarchies, config, research_subset=subset, progress=progress,
                            limits=search_limits(args))
     finally:
         stop()
 
-    out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in result.output.decode_rows()]
     suppressed = np.asarray(result.suppressed, dtype=bool)
-    keep = np.ones(len(out_rows), dtype=bool)
+    keep = np.ones(table.n_rows, dtype=bool)
     if subset is not None:
         keep &= subset  # only the research subset is released (δ-presence)
     if spec.drop_suppressed:
         keep &= ~suppressed
-    written = [row for row, k in zip(out_rows, keep) if k]
-    _write(spec.output, lambda: write_table_csv(spec.output, header, written, delim))
+    out = result.output
+    written = int(keep.sum())
+    _write(spec.output, lambda: write_columns(spec.output, out.columns,  # type: ignore[arg-type]
+                                              [out.codes[:, c] for c in range(len(out.columns))],
+                                              out.dictionaries, spec.delimiter, rows=np.flatnonzero(keep)))
 
     report = result.to_report()
     report.update({
-        "input": str(spec.input), "output": str(spec.output), "rows_written": len(written),
+        "input": str(spec.input), "output": str(spec.output), "rows_written": written,
         "config": config.to_dict(),
+        "columns": {"quasi_identifiers": list(config.quasi_identifiers),
+                    "sensitive": [sensitive] if sensitive else [],
+                    "insensitive": list(spec.insensitive), "removed": removed},
+        "removed_columns": removed,
     })
     if subset is not None:
         # suppressed_rows counts population rows; this is what the release loses
@@ -236,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         from fedanon.engine.verify import verify_anonymized
 
-        problems = verify_anonymized(header, rows, header, out_rows, config, hierarchies,
+        out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]
+        problems = verify_anonymized(kept, released.rows(), kept, out_rows, config, hierarchies,
                                      research_subset=subset, transformation=result.transformation,
                                      suppressed=suppressed, reported_suppressed_rows=result.suppressed_rows,
                                      reported_classes=result.classes)
@@ -250,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(report, indent=2) + "\n"
         _write(spec.report, lambda: Path(spec.report).write_text(text, encoding="utf-8"))  # type: ignore[arg-type]
     if not args.quiet:
-        _summary(spec, report, len(written))
+        _summary(spec, report, written)
     if args.verify and not report["verified"]:
         print("fedanon anonymize: verifier found violations: " + "; ".join(report["violations"][:3]),
               file=sys.stderr)

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     qis = list(spec["qis"])
     paths = {q: folder / f"{args.dataset}_hierarchy_{q}.csv" for q in qis}
     hierarchies = {q: Hierarchy.read_csv(p, q) for q, p in paths.items()}
-    config = AnonymizationConfig(qis, k=args.k or spec["k"], suppression=spec["suppression"], metric=spec["metric"])
+    config = AnonymizationConfig(qis, k=spec["k"] if args.k is None else args.k, suppression=spec["suppression"], metric=spec["metric"])
     config.validate()
     console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(rows):,} rows, QIs {', '.join(qis)}), "
                   f"{config.k}-anonymity, {config.suppression:.0%} suppression, metric {config.metric}; "

@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "fresh certificates (gRPC over mutual TLS), run the protocol and write the decrypted, "
                     "anonymized result like `fedanon anonymize`.",
     )
-    p.add_argument("input", metavar="INPUT.csv", help="the pooled table to split (first line = header)")
+    p.add_argument("input", nargs="?", default=None, metavar="INPUT.csv",
+                   help="the pooled table to split (first line = header; or input = \"...\" in --config)")
     sim = p.add_argument_group("simulation")
     from fedanon.protocols.registry import available_protocols
 
@@ -57,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="run all parties as threads in this process (no daemons, no TLS): quick checks only")
     add_privacy_arguments(p)
     out = p.add_argument_group("output")
-    out.add_argument("--output", "-o", required=True, metavar="OUT.csv", help="decrypted, anonymized table")
+    out.add_argument("--output", "-o", default=None, metavar="OUT.csv",
+                     help="decrypted, anonymized table (or output = \"...\" in --config)")
     out.add_argument("--report", default=None, metavar="REPORT.json", help="write the full JSON report")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress display, no summary table")
     out.add_argument("--baseline", action="store_true",
@@ -166,6 +168,7 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
     from fedanon.parties.simulation import SimulatedParty, run_simulation
 
     qis = set(config.quasi_identifiers)
+    sensitive_names = set(config.sensitive_attributes)
     with tempfile.TemporaryDirectory(prefix="fedanon-simulate-") as tmp:
         base = Path(workdir) if workdir is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
@@ -184,9 +187,10 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
             parties.append(SimulatedParty(
                 name=name, role="primary", csv_path=path,
                 qi_hierarchies={c: hierarchy_paths[c] for c in held if c in qis},
-                # every other column travels as a (possibly hierarchy-less) sensitive column, so
-                # the output keeps all input columns, like `fedanon anonymize`
-                sensitive={c: hierarchy_paths.get(c) for c in held if c not in qis},
+                # the caller has already removed identifying columns; what is not a QI or a
+                # sensitive attribute of a model is released unchanged (insensitive)
+                sensitive={c: hierarchy_paths.get(c) for c in held if c in sensitive_names},
+                insensitive=[c for c in held if c not in qis and c not in sensitive_names],
                 tid_column=share.tid_column, subset_column=subset_col,
             ))
         parties.append(SimulatedParty(name=HELPER, role="helper"))
@@ -217,24 +221,25 @@ def phase_rows(party_reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str) -> None:
+    """One row per party and phase (plus a total per party): narrow enough for 80 columns."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    table.add_column("party")
-    table.add_column("role")
-    for phase in PHASES:
-        table.add_column(f"{phase}\ns / kB sent / kB recv", justify="right")
-    table.add_column("total\ns / kB sent / kB recv", justify="right")
+    for name, justify in (("party", "left"), ("role", "left"), ("phase", "left"), ("s", "right"),
+                          ("kB sent", "right"), ("kB recv", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     by_party: dict[str, list[dict[str, Any]]] = {}
     for row in phase_rows(party_reports):
         by_party.setdefault(row["party"], []).append(row)
     for party, rows in by_party.items():
-        cells = [f"{r['seconds']:.3f} / {_kb(r['bytes_sent'])} / {_kb(r['bytes_received'])}" for r in rows]
-        total = (f"{sum(r['seconds'] for r in rows):.3f} / {_kb(sum(r['bytes_sent'] for r in rows))} / "
-                 f"{_kb(sum(r['bytes_received'] for r in rows))}")
-        table.add_row(party, rows[0]["role"], *cells, total)
-    Console(width=max(Console().width, 140)).print(table)
+        for i, r in enumerate(rows):
+            table.add_row(party if i == 0 else "", r["role"] if i == 0 else "", r["phase"], f"{r['seconds']:.3f}",
+                          _kb(r["bytes_sent"]), _kb(r["bytes_received"]))
+        table.add_row("", "", "[bold]total[/bold]", f"{sum(r['seconds'] for r in rows):.3f}",
+                      _kb(sum(r["bytes_sent"] for r in rows)), _kb(sum(r["bytes_received"] for r in rows)),
+                      end_section=True)
+    Console().print(table)
 
 
 def pre_post_seconds(party_reports: dict[str, dict[str, Any]], recipient: str) -> float:
@@ -254,35 +259,51 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
-    from fedanon.cli.anonymize import _check_columns, _check_values_in_hierarchies, match_subset
-    from fedanon.engine.csvio import read_table_csv, write_table_csv
+    from fedanon.cli.anonymize import check_output_paths, check_values_in_hierarchies, column_roles, match_subset
+    from fedanon.engine.csvio import read_columns, write_table_csv
     from fedanon.engine.hierarchy import Hierarchy
-    from fedanon.engine.runconfig import config_from_args
+    from fedanon.engine.runconfig import run_from_args
 
-    config, hierarchy_paths, sensitive, subset_path = config_from_args(args)
-    delimiter = getattr(args, "delimiter", None) or ";"
-    input_path = Path(args.input)
-    header, rows = read_table_csv(input_path, delimiter)
-    _check_columns(input_path, header, config.quasi_identifiers, "quasi-identifier")
-    if sensitive is not None:
-        _check_columns(input_path, header, [sensitive], "sensitive attribute")
-    hierarchies = {a: Hierarchy.read_csv(p, a, delimiter) for a, p in hierarchy_paths.items()}
-    _check_values_in_hierarchies(input_path, header, rows, {q: hierarchies[q] for q in config.quasi_identifiers},
-                                 delimiter)
-    subset = match_subset(input_path, header, rows, subset_path, delimiter) if subset_path is not None else None
+    spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
+    if spec.input is None:
+        raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
+    if spec.output is None:
+        raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
+    check_output_paths(spec)
+    config, hierarchy_paths, sensitive, subset_path = spec.privacy
+    table = read_columns(spec.input, spec.delimiter, spec.encoding)
+    kept, removed = column_roles(table, spec)
+    hierarchies = {a: Hierarchy.read_csv(p, a, spec.hierarchy_sep, spec.encoding) for a, p in hierarchy_paths.items()}
+    check_values_in_hierarchies(table, {q: hierarchies[q] for q in config.quasi_identifiers})
+    subset = match_subset(table, subset_path) if subset_path is not None else None
+    if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
+        # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
+        hierarchy_paths = {}
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
-    sim = simulate_table(header, rows, dict(hierarchy_paths), config, args.distribution, args.parties,
-                         subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
-                         transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
-                         protocol=args.protocol)
-    write_table_csv(args.output, sim.columns, sim.rows, delimiter)
+    header = kept  # identifying columns are removed before the table is dealt to the parties
+    rows = table.select(kept).rows()
+    with tempfile.TemporaryDirectory(prefix="fedanon-hier-") as hier_dir:
+        if not hierarchy_paths:
+            for attr, h in hierarchies.items():
+                hierarchy_paths[attr] = Path(hier_dir) / f"{attr}.csv"
+                h.write_csv(hierarchy_paths[attr])
+        sim = simulate_table(header, rows, dict(hierarchy_paths), config, args.distribution, args.parties,
+                             subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
+                             transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
+                             protocol=args.protocol)
+    write_table_csv(spec.output, sim.columns, sim.rows, spec.delimiter)
     summary = result_summary(sim.party_reports)
-    report = {**sim.report, "input": str(input_path), "output": str(args.output), "rows_written": len(sim.rows),
+    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(sim.rows),
               "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
-              "metric": summary.get("metric"),
+              "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
+              "classes": summary.get("classes"), "removed_columns": removed,
+              "columns": {"quasi_identifiers": list(config.quasi_identifiers),
+                          "sensitive": [sensitive] if sensitive else [],
+                          "insensitive": [c for c in kept if c not in config.quasi_identifiers and c != sensitive],
+                          "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
     baseline = None
     if args.baseline:
@@ -291,8 +312,12 @@ def run(args: argparse.Namespace) -> int:
         baseline = baseline_for_split(header, rows, hierarchies, config, args.distribution, args.parties,
                                       split_mode=args.split_mode)
         report["baseline"] = baseline.to_report()
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    if spec.report:
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        try:
+            Path(spec.report).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{spec.report}: cannot write ({exc.strerror or exc})") from None
     if baseline is not None:
         print(f"baseline ({args.distribution}, {args.parties} parties): {baseline.one_line()}")
     if not args.quiet:
@@ -303,7 +328,8 @@ def run(args: argparse.Namespace) -> int:
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "
-            f"{summary.get('suppressed_rows', 0)} suppressed, {len(sim.rows)} rows -> {args.output}, "
+            f"{summary.get('suppressed_rows', 0)} suppressed, {len(sim.rows)} rows -> {spec.output}, "
+            f"removed columns: {', '.join(removed) or 'none'}, "
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "
             f"excluding the helper's anonymize phase")

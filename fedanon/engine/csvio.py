@@ -1,75 +1,338 @@
-"""Delimited text I/O for tables, with errors that name file and line.
+"""Delimited text I/O for tables as data stewards have them, with errors that name file and line.
 
-Kept deliberately simple (no quoting): ARX-style exports and the bundled data are
-plain `;`-separated files, and a value containing the delimiter is a user error we
-report rather than guess around.
+Reading follows RFC 4180 (fields may be quoted with `"`, a quote inside a quoted field is
+doubled, quoted fields may hold the delimiter and line breaks), accepts any Python
+encoding (UTF-8 by default; a UTF-8 byte-order mark is skipped) and trims surrounding
+whitespace from every cell, as the engine always has.
+
+Why pyarrow for tables: its CSV reader parses in C++ on all cores and returns
+dictionary-encoded columns directly, so a table becomes per-column integer codes plus a
+dictionary of distinct values without ever building a Python object per row. That is
+the shape the engine works on (`EncodedTable`). Small files (hierarchies, research
+subsets) go through Python's `csv` module, which keeps exact physical line numbers.
+
+Writing quotes a value only where needed (delimiter, quote, line break, or surrounding
+whitespace), per distinct value, and joins rows column-wise in pyarrow in batches.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
 
 from fedanon.errors import InputError
 
+DEFAULT_DELIMITER = ";"
+DEFAULT_ENCODING = "utf-8"
+WRITE_BATCH_ROWS = 1 << 16
+_MAX_ECHO = 200
 
-def read_delimited(path: str | Path, delimiter: str = ";") -> list[tuple[int, list[str]]]:
-    """Non-blank lines split on the delimiter, with 1-based line numbers."""
-    path = Path(path)
+_ESCAPES = {"\\t": "\t", "tab": "\t", "\\s": " ", "space": " ", "\\\\": "\\"}
+
+
+def parse_delimiter(text: str, what: str = "--delimiter") -> str:
+    """One delimiter character; `\\t` / `tab` stand for a tab (a shell cannot easily pass one)."""
+    value = _ESCAPES.get(text.lower() if text.lower() in ("tab", "space") else text, text)
+    if len(value) != 1:
+        raise InputError(f"{what} must be a single character (or \\t for a tab), got {text[:_MAX_ECHO]!r}")
+    if value in ('"', "\n", "\r"):
+        raise InputError(f"{what} cannot be {value!r}: it is reserved for quoting and line breaks")
+    return value
+
+
+def check_encoding(name: str, what: str = "--encoding") -> str:
+    """A codec Python knows (e.g. utf-8, latin-1, cp1252); `utf-8-sig` is plain UTF-8 here."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return codecs.lookup(name).name
+    except LookupError:
+        raise InputError(f"{what}: unknown text encoding {name[:_MAX_ECHO]!r} (e.g. utf-8, latin-1, cp1252)") from None
+
+
+def _echo(value: str) -> str:
+    return repr(value if len(value) <= _MAX_ECHO else value[:_MAX_ECHO] + "…")
+
+
+# --------------------------------------------------------------------------- small files
+def _open_text(path: Path, encoding: str):  # type: ignore[no-untyped-def]
+    try:
+        # utf-8-sig skips a byte-order mark before the csv module sees the first quote
+        return open(path, encoding="utf-8-sig" if encoding == "utf-8" else encoding, newline="")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a file") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    out: list[tuple[int, list[str]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        out.append((number, [cell.strip() for cell in line.split(delimiter)]))
-    return out
 
 
-def read_table_csv(path: str | Path, delimiter: str = ";") -> tuple[list[str], list[list[str]]]:
-    """Header + rows. Raises InputError naming file and line for empty or ragged input."""
-    lines = read_delimited(path, delimiter)
-    if not lines:
+def _records(path: Path, delimiter: str, encoding: str) -> Iterator[tuple[int, list[str]]]:
+    """(first physical line, cells) per non-blank CSV record, RFC 4180 quoting."""
+    fh = _open_text(path, encoding)
+    with fh:
+        reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=True)
+        start = 1
+        try:
+            for cells in reader:
+                line = start
+                start = reader.line_num + 1
+                if not cells or all(not c.strip() for c in cells) and len(cells) == 1:
+                    continue
+                yield line, [c.strip() for c in cells]
+        except UnicodeDecodeError as exc:
+            raise InputError(_decode_problem(path, encoding, exc)) from None
+        except csv.Error as exc:
+            raise InputError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from None
+
+
+def _decode_problem(path: Path, encoding: str, exc: UnicodeDecodeError | None = None) -> str:
+    """Name the line of the first byte that does not decode, and suggest --encoding."""
+    data = path.read_bytes()
+    if exc is None or not isinstance(exc.object, (bytes, bytearray)) or len(exc.object) != len(data):
+        try:
+            data.decode(encoding)
+            return f"{path}: not {encoding} text (give the file's encoding with --encoding)"
+        except UnicodeDecodeError as found:
+            exc = found
+    line = data.count(b"\n", 0, exc.start) + 1
+    return (f"{path}, line {line}: not {encoding} text (byte {data[exc.start:exc.start + 1]!r} at offset "
+            f"{exc.start}); give the file's encoding with --encoding, e.g. --encoding latin-1")
+
+
+def read_delimited(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
+                   encoding: str = DEFAULT_ENCODING) -> list[tuple[int, list[str]]]:
+    """Non-blank records split per RFC 4180, with the 1-based line each starts on."""
+    return list(_records(Path(path), delimiter, encoding))
+
+
+# --------------------------------------------------------------------------- columnar tables
+@dataclass
+class ColumnarTable:
+    """A CSV table as per-column integer codes plus per-column dictionaries of distinct values.
+
+    `codes[c][r]` is the index of row r's value in `dictionaries[c]`; codes use the
+    narrowest unsigned integer type that fits, and are assigned in order of first
+    appearance. Row r is data row r (0-based) of `source`.
+    """
+
+    source: Path
+    columns: list[str]
+    codes: list[np.ndarray]
+    dictionaries: list[list[str]]
+    delimiter: str = DEFAULT_DELIMITER
+    encoding: str = DEFAULT_ENCODING
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.codes[0].shape[0]) if self.codes else 0
+
+    def index(self, name: str) -> int:
+        try:
+            return self.columns.index(name)
+        except ValueError:
+            raise InputError(f"{self.source}, line 1: unknown column {name!r}; the table has columns: "
+                             f"{', '.join(self.columns)}") from None
+
+    def line_numbers(self, rows: Sequence[int]) -> list[int]:
+        """Physical line of each data row (error path only: re-scans the file)."""
+        wanted = sorted(set(int(r) for r in rows))
+        found: dict[int, int] = {}
+        if wanted:
+            records = _records(self.source, self.delimiter, self.encoding)
+            next(records, None)  # header
+            target = iter(wanted)
+            want = next(target)
+            for r, (line, _cells) in enumerate(records):
+                if r == want:
+                    found[r] = line
+                    want = next(target, -1)
+                    if want < 0:
+                        break
+        return [found.get(int(r), int(r) + 2) for r in rows]
+
+    def select(self, names: Sequence[str]) -> "ColumnarTable":
+        idx = [self.index(n) for n in names]
+        return ColumnarTable(self.source, list(names), [self.codes[i] for i in idx],
+                             [self.dictionaries[i] for i in idx], self.delimiter, self.encoding)
+
+    def encoded(self):  # type: ignore[no-untyped-def]
+        """The engine's `EncodedTable` (int32 code matrix, UTF-8 byte dictionaries)."""
+        from fedanon.engine.table import EncodedTable
+
+        matrix = np.empty((self.n_rows, len(self.columns)), dtype=np.int32)
+        for c, codes in enumerate(self.codes):
+            matrix[:, c] = codes
+        return EncodedTable(list(self.columns), matrix,
+                            [[v.encode("utf-8") for v in d] for d in self.dictionaries])
+
+    def rows(self) -> list[list[str]]:
+        """Row-wise strings, for the few callers that need rows (protocol shares, verifier)."""
+        columns = [np.asarray(d, dtype=object)[codes] if d else np.empty(len(codes), dtype=object)
+                   for codes, d in zip(self.codes, self.dictionaries)]
+        return [list(row) for row in zip(*columns)] if columns else []
+
+
+def narrow_codes(codes: np.ndarray, size: int) -> np.ndarray:
+    """The codes in the narrowest unsigned integer type that holds `size` distinct values."""
+    dtype = np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else np.uint32
+    return codes.astype(dtype, copy=False)
+
+
+def _header(path: Path, delimiter: str, encoding: str) -> tuple[int, list[str]]:
+    records = _records(path, delimiter, encoding)
+    first = next(records, None)
+    if first is None:
         raise InputError(f"{path}: file is empty (expected a header line and data rows)")
-    header_line, header = lines[0]
+    line, header = first
     if any(not name for name in header):
-        raise InputError(f"{path}, line {header_line}: empty column name in header {header!r}")
+        raise InputError(f"{path}, line {line}: empty column name in header {_echo(delimiter.join(header))}")
     seen: set[str] = set()
     for name in header:
         if name in seen:
-            raise InputError(f"{path}, line {header_line}: duplicate column name {name!r}")
+            raise InputError(f"{path}, line {line}: duplicate column name {name!r}")
         seen.add(name)
-    if len(lines) == 1:
-        raise InputError(f"{path}: file has a header but no data rows")
-    rows: list[list[str]] = []
+    return line, header
+
+
+def _first_ragged_row(path: Path, header: list[str], delimiter: str, encoding: str) -> str | None:
     width = len(header)
-    for number, cells in lines[1:]:
+    records = _records(path, delimiter, encoding)
+    next(records, None)
+    for line, cells in records:
         if len(cells) != width:
-            raise InputError(
-                f"{path}, line {number}: {len(cells)} values, expected {width} "
-                f"(header: {delimiter.join(header)}); row: {delimiter.join(cells)!r}"
-            )
-        rows.append(cells)
-    return header, rows
+            return (f"{path}, line {line}: {len(cells)} values, expected {width} "
+                    f"(header: {delimiter.join(header)}); row: {_echo(delimiter.join(cells))}")
+    return None
 
 
-def write_table_csv(
-    path: str | Path, columns: Sequence[str], rows: Sequence[Sequence[str | bytes]], delimiter: str = ";"
-) -> None:
-    """Write header + rows; bytes cells are decoded as UTF-8 (invalid bytes escaped)."""
+def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
+                 encoding: str = DEFAULT_ENCODING) -> ColumnarTable:
+    """Read a CSV table into per-column codes and dictionaries (see `ColumnarTable`).
 
-    def cell(v: str | bytes) -> str:
-        return v.decode("utf-8", errors="backslashreplace") if isinstance(v, bytes) else str(v)
+    Raises InputError naming file and line for an empty, ragged, malformed or
+    wrongly encoded file.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
 
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(delimiter.join(columns) + "\n")
-        for row in rows:
-            fh.write(delimiter.join(cell(v) for v in row) + "\n")
+    path = Path(path)
+    encoding = check_encoding(encoding)
+    _line, header = _header(path, delimiter, encoding)
+    as_dictionary = pa.dictionary(pa.int32(), pa.string())
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(encoding=encoding, use_threads=True),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char='"', double_quote=True,
+                                             newlines_in_values=True, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types={n: as_dictionary for n in header},
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError) or "UTF8" in str(exc):
+            raise InputError(_decode_problem(path, encoding)) from None
+        raise InputError(_first_ragged_row(path, header, delimiter, encoding)
+                         or f"{path}: malformed CSV ({str(exc)[:_MAX_ECHO]})") from None
+    if table.num_rows == 0:
+        raise InputError(f"{path}: file has a header but no data rows")
+    table = table.unify_dictionaries()
+    codes: list[np.ndarray] = []
+    dictionaries: list[list[str]] = []
+    for i, name in enumerate(header):
+        chunks = [c for c in table.column(i).chunks if len(c)]
+        indices = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
+        dictionary = chunks[0].dictionary
+        trimmed = pc.utf8_trim_whitespace(dictionary)
+        if not trimmed.equals(dictionary):
+            merged = pc.dictionary_encode(trimmed)  # trimming may make two values equal
+            indices = merged.indices.to_numpy(zero_copy_only=False)[indices]
+            dictionary = merged.dictionary
+        values = dictionary.to_pylist()
+        if len(values) < len(dictionary) or indices.size and int(indices.max()) >= len(values):
+            raise InputError(f"{path}: internal dictionary mismatch in column {name!r}")  # pragma: no cover
+        # pyarrow encodes each chunk in order of first appearance; unification appends
+        # later chunks' new values, so the codes follow first appearance overall
+        codes.append(narrow_codes(indices, len(values)))
+        dictionaries.append(values)
+    return ColumnarTable(path, header, codes, dictionaries, delimiter, encoding)
+
+
+def read_table_csv(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
+                   encoding: str = DEFAULT_ENCODING) -> tuple[list[str], list[list[str]]]:
+    """Header + rows (row-wise strings). Raises InputError naming file and line."""
+    table = read_columns(path, delimiter, encoding)
+    return table.columns, table.rows()
+
+
+# --------------------------------------------------------------------------- writing
+def quote_value(value: str, delimiter: str) -> str:
+    """RFC 4180 quoting, only where a reader would otherwise mis-read the value."""
+    if (delimiter in value or '"' in value or "\n" in value or "\r" in value
+            or (value and (value[0].isspace() or value[-1].isspace()))):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def _as_text(value: str | bytes) -> str:
+    return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.ndarray],
+                  dictionaries: Sequence[Sequence[str | bytes]], delimiter: str = DEFAULT_DELIMITER,
+                  rows: np.ndarray | None = None) -> int:
+    """Write a dictionary-encoded table as UTF-8 CSV in batches; returns the rows written.
+
+    `rows` (optional) selects and orders the rows to write. Each distinct value is
+    quoted once; rows are joined column-wise by pyarrow, never one Python object per row.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    quoted = [pa.array([quote_value(_as_text(v), delimiter) for v in d], type=pa.string()) for d in dictionaries]
+    n = int(codes[0].shape[0]) if len(codes) else 0
+    selection = np.arange(n) if rows is None else np.asarray(rows)
+    with open(path, "wb") as fh:
+        fh.write((delimiter.join(quote_value(c, delimiter) for c in columns) + "\n").encode("utf-8"))
+        for start in range(0, len(selection), WRITE_BATCH_ROWS):
+            batch = selection[start:start + WRITE_BATCH_ROWS]
+            cells = [pc.take(q, pa.array(np.asarray(c)[batch].astype(np.int64))) for q, c in zip(quoted, codes)]
+            lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, delimiter)
+            text = pc.binary_join_element_wise(lines, pa.array([""] * len(batch)), "\n")
+            fh.write(_contiguous_bytes(text))
+    return int(len(selection))
+
+
+def _contiguous_bytes(array) -> bytes:  # type: ignore[no-untyped-def]
+    """The concatenated values of a pyarrow string array, straight from its data buffer."""
+    array = array.combine_chunks() if hasattr(array, "combine_chunks") else array
+    _validity, offsets, data = array.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
+    return memoryview(data)[int(bounds[0]):int(bounds[-1])].tobytes() if len(array) else b""
+
+
+def write_table_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[str | bytes]],
+                    delimiter: str = DEFAULT_DELIMITER) -> int:
+    """Write header + rows (bytes cells are decoded as UTF-8, invalid bytes escaped)."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    codes: list[np.ndarray] = []
+    dictionaries: list[list[str | bytes]] = []
+    for c in range(len(columns)):
+        lookup: dict[str | bytes, int] = {}
+        setdefault = lookup.setdefault
+        codes.append(np.fromiter((setdefault(row[c], len(lookup)) for row in rows), dtype=np.int64, count=len(rows)))
+        dictionaries.append(list(lookup))
+    return write_columns(path, columns, codes, dictionaries, delimiter)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same file (also through links); the output must never be the input."""
+    pa_, pb_ = Path(a), Path(b)
+    try:
+        return pa_.resolve() == pb_.resolve() or (pb_.exists() and pa_.exists() and pa_.samefile(pb_))
+    except OSError:
+        return False

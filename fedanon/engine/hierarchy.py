@@ -82,8 +82,9 @@ class Hierarchy:
         return cls(attribute, encoded, source)
 
     @classmethod
-    def read_csv(cls, path: str | Path, attribute: str, delimiter: str = ";") -> "Hierarchy":
-        lines = read_delimited(path, delimiter)
+    def read_csv(cls, path: str | Path, attribute: str, delimiter: str = ";",
+                 encoding: str = "utf-8") -> "Hierarchy":
+        lines = read_delimited(path, delimiter, encoding)
         if not lines:
             raise HierarchyError(f"{path}: hierarchy file is empty")
         return cls.from_rows(

@@ -50,6 +50,21 @@ class RunSpec:
     delimiter: str
     drop_suppressed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    encoding: str = "utf-8"
+    hierarchy_delimiter: str | None = None      # None: the data file's delimiter
+    insensitive: list[str] = field(default_factory=list)
+
+    @property
+    def hierarchy_sep(self) -> str:
+        return self.hierarchy_delimiter or self.delimiter
+
+    def declared_columns(self) -> list[str]:
+        """Every column given a role: QIs, the sensitive attribute, insensitive columns."""
+        config, _paths, sensitive, _subset = self.privacy
+        out = list(config.quasi_identifiers)
+        if sensitive is not None:
+            out.append(sensitive)
+        return out + [c for c in self.insensitive if c not in out]
 
 
 # --------------------------------------------------------------------------- argparse
@@ -79,8 +94,17 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
                    help="fraction of rows that may be suppressed, in [0, 1) (default 0)")
     g.add_argument("--metric", default=None, metavar="NAME",
                    help=f"information-loss metric: {', '.join(METRICS)} (default {DEFAULT_METRIC})")
-    g.add_argument("--delimiter", default=None, metavar="CHAR",
-                   help="field delimiter of all CSV files (default ';')")
+    g.add_argument("--insensitive", action="append", default=None, metavar="NAME",
+                   help="a column released unchanged (repeat). Columns given no role (not a QI, "
+                        "sensitive or insensitive) are identifying and are removed from the output")
+    csv_group = parser.add_argument_group("CSV format")
+    csv_group.add_argument("--delimiter", default=None, metavar="CHAR",
+                           help="field delimiter of the data files (default ';'; \\t or tab for a tab)")
+    csv_group.add_argument("--hierarchy-delimiter", default=None, metavar="CHAR",
+                           help="field delimiter of the hierarchy files (default: --delimiter)")
+    csv_group.add_argument("--encoding", default=None, metavar="NAME",
+                           help="text encoding of all input files (default utf-8; a BOM is accepted), "
+                                "e.g. latin-1, cp1252")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -156,12 +180,38 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise InputError(f"{path}: run file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a TOML run file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                         f"{exc.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
 
 
 _TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
-              "sensitive", "l_diversity", "t_closeness", "delta_presence", "drop_suppressed"}
+              "sensitive", "l_diversity", "t_closeness", "delta_presence", "drop_suppressed",
+              "insensitive", "encoding", "hierarchy_delimiter"}
+
+# the type each scalar TOML key must have (TOML has real booleans and numbers: a quoted
+# "false" is a string, and taking it as true would silently change the release)
+_TOML_TYPES: dict[str, tuple[type, ...]] = {
+    "delimiter": (str,), "hierarchy_delimiter": (str,), "encoding": (str,), "metric": (str,),
+    "k": (int,), "suppression": (int, float), "drop_suppressed": (bool,),
+    "input": (str,), "output": (str,), "report": (str,),
+}
+
+
+def _check_toml_type(source: Path, key: str, value: Any) -> None:
+    kinds = _TOML_TYPES.get(key)
+    if kinds is None:
+        return
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        names = " or ".join("boolean (true/false, unquoted)" if k is bool else
+                            {int: "integer", float: "number", str: "string"}[k] for k in kinds)
+        raise InputError(f"{source}: {key} must be a {names}, got {str(value)[:200]!r}")
 
 
 def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> dict[str, Any]:
@@ -176,12 +226,19 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
         raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(sorted(_TOML_KEYS))}")
     out: dict[str, Any] = {}
+    for key, value in doc.items():
+        _check_toml_type(source, key, value)
     for key in ("input", "output", "report"):
         if key in doc:
             out[key] = _resolve(str(doc[key]), base)
-    for key in ("delimiter", "metric", "k", "suppression", "drop_suppressed"):
+    for key in ("delimiter", "hierarchy_delimiter", "encoding", "metric", "k", "suppression", "drop_suppressed"):
         if key in doc:
             out[key] = doc[key]
+    if "insensitive" in doc:
+        names = doc["insensitive"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise InputError(f"{source}: insensitive must be a list of column names, e.g. [\"comment\"]")
+        out["insensitive"] = list(names)
     if "qi" in doc:
         qi = doc["qi"]
         if not isinstance(qi, dict):
@@ -251,7 +308,9 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
         settings["qi"] = [parse_qi(t) for t in args.qi]
     if getattr(args, "sensitive", None):
         settings["sensitive"] = parse_sensitive(args.sensitive)
-    for key in ("k", "suppression", "metric", "delimiter"):
+    if getattr(args, "insensitive", None):
+        settings["insensitive"] = list(args.insensitive)
+    for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = value
@@ -327,11 +386,23 @@ def config_from_args(args: argparse.Namespace, *, strict: bool = False) -> Priva
 
 def run_from_args(args: argparse.Namespace) -> RunSpec:
     """The privacy model plus the input/output files of `fedanon anonymize`."""
+    from fedanon.engine.csvio import check_encoding, parse_delimiter
+
     settings = _merged_settings(args)
     privacy = _privacy_from_settings(settings)
-    delimiter = settings.get("delimiter", ";")
-    if not isinstance(delimiter, str) or len(delimiter) != 1:
-        raise InputError(f"delimiter must be a single character, got {delimiter!r}")
+    delimiter = parse_delimiter(str(settings.get("delimiter", ";")))
+    hierarchy_delimiter = settings.get("hierarchy_delimiter")
+    if hierarchy_delimiter is not None:
+        hierarchy_delimiter = parse_delimiter(str(hierarchy_delimiter), "--hierarchy-delimiter")
+    insensitive = list(settings.get("insensitive", []))
+    config, _paths, sensitive, _subset = privacy
+    for name in insensitive:
+        if name in config.quasi_identifiers or name == sensitive:
+            raise InputError(f"column {name!r} is declared insensitive and also as a "
+                             f"{'quasi-identifier' if name in config.quasi_identifiers else 'sensitive attribute'}")
+    dup = sorted({n for n in insensitive if insensitive.count(n) > 1})
+    if dup:
+        raise InputError(f"insensitive column(s) given twice: {', '.join(dup)}")
     return RunSpec(
         privacy=privacy,
         input=settings.get("input"),
@@ -339,4 +410,7 @@ def run_from_args(args: argparse.Namespace) -> RunSpec:
         report=settings.get("report"),
         delimiter=delimiter,
         drop_suppressed=bool(settings.get("drop_suppressed", False)),
+        encoding=check_encoding(str(settings.get("encoding", "utf-8"))),
+        hierarchy_delimiter=hierarchy_delimiter,
+        insensitive=insensitive,
     )

@@ -46,6 +46,9 @@ class DataConfig:
     sensitive: dict[str, Path | None] = field(default_factory=dict)
     tid_column: str | None = None
     subset_column: str | None = None
+    insensitive: list[str] = field(default_factory=list)  # released unchanged
+    encoding: str = "utf-8"
+    hierarchy_delimiter: str | None = None  # None: `delimiter`
 
 
 @dataclass
@@ -100,6 +103,13 @@ def _load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise InputError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a TOML config file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                         f"{exc.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: invalid TOML: {exc}") from None
 
@@ -205,16 +215,28 @@ def load_party_config(path: Path) -> PartyConfig:
             if not isinstance(v, str):
                 _bad(path, f"data.sensitive.{k}", 'a hierarchy CSV path or "" for none')
             sensitive[str(k)] = resolve(path, v) if v else None
+        from fedanon.engine.csvio import check_encoding, parse_delimiter
+
+        insensitive = data_section.get("insensitive", list, [])
+        if not all(isinstance(n, str) and n for n in insensitive):
+            raise InputError(f"{path}: data.insensitive must be a list of column names")
+        hierarchy_delimiter = data_section.get("hierarchy_delimiter", str, None)
         data = DataConfig(
             csv=data_section.path_value("csv"),
-            delimiter=data_section.get("delimiter", str, ";"),
+            delimiter=parse_delimiter(data_section.get("delimiter", str, ";"), f"{path}: data.delimiter"),
             quasi_identifiers=qis,
             sensitive=sensitive,
             tid_column=data_section.get("tid_column", str, None),
             subset_column=data_section.get("subset_column", str, None),
+            insensitive=list(insensitive),
+            encoding=check_encoding(data_section.get("encoding", str, "utf-8"), f"{path}: data.encoding"),
+            hierarchy_delimiter=(parse_delimiter(hierarchy_delimiter, f"{path}: data.hierarchy_delimiter")
+                                 if hierarchy_delimiter is not None else None),
         )
-        if len(data.delimiter) != 1:
-            raise InputError(f"{path}: data.delimiter must be one character, got {data.delimiter!r}")
+        for column in data.insensitive:
+            if column in qis or column in sensitive:
+                raise InputError(f"{path}: column {column!r} is in data.insensitive and also a "
+                                 f"{'quasi-identifier' if column in qis else 'sensitive column'}")
     return PartyConfig(
         name=name, listen=listen, tls=_tls(root.table("tls")), peers=peers, coordinators=list(coordinators),
         data=data, limits=_limits(root.table("limits", required=False)), source=path,
@@ -249,6 +271,12 @@ def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
             data["tid_column"] = cfg.data.tid_column
         if cfg.data.subset_column:
             data["subset_column"] = cfg.data.subset_column
+        if cfg.data.insensitive:
+            data["insensitive"] = list(cfg.data.insensitive)
+        if cfg.data.encoding != "utf-8":
+            data["encoding"] = cfg.data.encoding
+        if cfg.data.hierarchy_delimiter:
+            data["hierarchy_delimiter"] = cfg.data.hierarchy_delimiter
         out["data"] = data
     return out
 

@@ -275,7 +275,7 @@ class PartyService(pb_grpc.PartyServicer):
         return settings, local
 
     def _local_data(self) -> LocalData:
-        from fedanon.parties.localdata import load_local_data
+        from fedanon.parties.localdata import load_party_data
 
         data = self.cfg.data
         assert data is not None
@@ -285,7 +285,11 @@ class PartyService(pb_grpc.PartyServicer):
         except OSError as exc:
             raise InputError(f"cannot read data file {exc.filename}: {exc.strerror}") from None
         if self._data_cache is None or self._data_cache[0] != stamp:
-            self._data_cache = (stamp, load_local_data(data))
+            local, removed = load_party_data(data)
+            # owner's own log only: identifying columns that never leave this daemon
+            self.log("data_loaded", rows=len(local.rows), columns=",".join(local.columns),
+                     removed_columns=",".join(removed) or "none")
+            self._data_cache = (stamp, local)
         return self._data_cache[1]
 
     def _phase_event(self, state: RunState, phase: str, what: str) -> None:

@@ -1,8 +1,10 @@
 """Build a party's `LocalData` from the [data] section of its own config.
 
-Only the columns the config names (QIs, sensitive attributes, the TID) leave
-this module: anything else in the CSV (e.g. a direct identifier the steward
-forgot to drop) never reaches a protocol. A δ-presence `subset_column` is
+Only the columns the config gives a role (QIs, sensitive attributes, insensitive
+columns, the TID) leave this module: every other column is identifying (e.g. a
+name the steward forgot to drop) and never reaches a protocol, so it never
+leaves the party's daemon. `removed_columns` says which were dropped (for the
+owner's own log only). A δ-presence `subset_column` is
 turned into the boolean research-subset mask and removed from the data.
 """
 
@@ -18,11 +20,24 @@ _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no"}
 
 
+def removed_columns(header: list[str], data: DataConfig) -> list[str]:
+    """Columns with no declared role: identifying, so never loaded into a protocol."""
+    declared = set(data.quasi_identifiers) | set(data.sensitive) | set(data.insensitive)
+    declared |= {c for c in (data.tid_column, data.subset_column) if c}
+    return [name for name in header if name not in declared]
+
+
 def load_local_data(data: DataConfig) -> LocalData:
-    from fedanon.engine.csvio import read_table_csv
+    return load_party_data(data)[0]
+
+
+def load_party_data(data: DataConfig) -> tuple[LocalData, list[str]]:
+    """The party's LocalData plus the identifying columns left out of it."""
+    from fedanon.engine.csvio import read_columns
     from fedanon.engine.hierarchy import Hierarchy
 
-    header, rows = read_table_csv(data.csv, delimiter=data.delimiter)
+    table = read_columns(data.csv, data.delimiter, data.encoding)
+    header = table.columns
     index = {name: i for i, name in enumerate(header)}
 
     def need(column: str, what: str) -> int:
@@ -35,33 +50,34 @@ def load_local_data(data: DataConfig) -> LocalData:
     subset = None
     if data.subset_column:
         col = need(data.subset_column, "subset")
-        flags = np.zeros(len(rows), dtype=bool)
-        for r, row in enumerate(rows):
-            value = row[col].strip().lower()
-            if value in _TRUE:
-                flags[r] = True
-            elif value not in _FALSE:
-                raise InputError(
-                    f"{data.csv}, data row {r + 1}: subset column {data.subset_column!r} must be 0 or 1, got {row[col]!r}"
-                )
-        subset = flags
+        dictionary = [v.strip().lower() for v in table.dictionaries[col]]
+        for code, value in enumerate(dictionary):
+            if value not in _TRUE and value not in _FALSE:
+                row = int(np.flatnonzero(table.codes[col] == code)[0])
+                raise InputError(f"{data.csv}, line {table.line_numbers([row])[0]}: subset column "
+                                 f"{data.subset_column!r} must be 0 or 1, got {table.dictionaries[col][code][:200]!r}")
+        subset = np.array([v in _TRUE for v in dictionary], dtype=bool)[table.codes[col]]
 
     keep: list[str] = []
     if data.tid_column:
         need(data.tid_column, "TID")
     for name in header:
-        if name == data.tid_column or name in data.quasi_identifiers or name in data.sensitive:
+        if (name == data.tid_column or name in data.quasi_identifiers or name in data.sensitive
+                or name in data.insensitive):
             keep.append(name)
     for name in list(data.quasi_identifiers) + list(data.sensitive):
         need(name, "quasi-identifier" if name in data.quasi_identifiers else "sensitive")
+    for name in data.insensitive:
+        need(name, "insensitive")
     if not keep:
         raise InputError(f"{data.csv}: the party config names no quasi-identifier, sensitive or TID column")
-    cols = [index[name] for name in keep]
-    out_rows = [[row[c] for c in cols] for row in rows]
+    out_rows = table.select(keep).rows()
 
     hierarchies = {}
     for name, path in list(data.quasi_identifiers.items()) + list(data.sensitive.items()):
         if path is not None:
-            hierarchies[name] = Hierarchy.read_csv(path, name)
-    return LocalData(columns=keep, rows=out_rows, hierarchies=hierarchies,
-                     tid_column=data.tid_column, research_subset=subset)
+            hierarchies[name] = Hierarchy.read_csv(path, name, data.hierarchy_delimiter or data.delimiter,
+                                                   data.encoding)
+    local = LocalData(columns=keep, rows=out_rows, hierarchies=hierarchies,
+                      tid_column=data.tid_column, research_subset=subset)
+    return local, removed_columns(header, data)

@@ -48,6 +48,7 @@ class SimulatedParty:
     tid_column: str | None = None
     subset_column: str | None = None
     delimiter: str = ";"
+    insensitive: list[str] = field(default_factory=list)
     # command that starts `fedanon` for this party (default: this interpreter, `-m fedanon`);
     # tests put a deliberately misbehaving party behind a wrapper script this way
     launcher: tuple[str, ...] | None = None
@@ -150,7 +151,8 @@ class SimulatedNetwork:
             data = DataConfig(csv=Path(p.csv_path).resolve(), delimiter=p.delimiter,
                               quasi_identifiers={k: Path(v).resolve() for k, v in p.qi_hierarchies.items()},
                               sensitive={k: (Path(v).resolve() if v else None) for k, v in p.sensitive.items()},
-                              tid_column=p.tid_column, subset_column=p.subset_column)
+                              tid_column=p.tid_column, subset_column=p.subset_column,
+                              insensitive=list(p.insensitive))
         cfg = PartyConfig(
             name=p.name, listen=self.address(p.name), tls=self.tls(p.name),
             peers={o.name: self.address(o.name) for o in self.parties if o.name != p.name},

@@ -112,6 +112,21 @@ def test_protocol_b_across_namespaces_equals_centralized(tmp_path: Path, split: 
     assert fig["equal_to_centralized"] and fig["bytes_sent"]["encrypt"] > 100_000
 
 
+OTHER_PROTOCOLS = [p for p in consortium.anonymizing_protocols() if p != "B"]  # A and C once registered
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", OTHER_PROTOCOLS or [pytest.param("A", marks=pytest.mark.skip(
+    reason="no protocol other than B is in the registry yet"))])
+def test_other_protocols_across_namespaces_equal_centralized(tmp_path: Path, protocol: str) -> None:
+    done = _consortium("--protocol", protocol, "--split", "horizontal", str(tmp_path))
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines[-1].startswith(f"OK: protocol {protocol}"), done.stdout + done.stderr
+    helper_wanted = consortium.topology(protocol).needs_helper
+    assert ("helper=10.213.0." in lines[0]) == helper_wanted
+
+
 @needs_netns
 @pytest.mark.slow
 def test_cut_link_stops_the_run_everywhere_naming_the_party(tmp_path: Path) -> None:

@@ -271,9 +271,10 @@ def run(args: argparse.Namespace) -> int:
     subset = match_subset(table, subset_path) if subset_path is not None else None
 
     released = table.select(kept)
+    encoded = released.encoded()
     progress, stop = _progress_factory(args.quiet)
     try:
-        result = anonymize(released.encoded(), hierarchies, config, research_subset=subset, progress=progress,
+        result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
                            limits=search_limits(args))
     finally:
         stop()
@@ -316,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.report is not None or args.html is not None:
         from fedanon.report.analysis import extend_report
 
-        extend_report(report, table, hierarchies, config, result, research_subset=subset, html_path=args.html)
+        extend_report(report, encoded, hierarchies, config, result, research_subset=subset, html_path=args.html)
     if spec.report is not None:
         text = json.dumps(report, indent=2) + "\n"
         _write(spec.report, lambda: Path(spec.report).write_text(text, encoding="utf-8"))  # type: ignore[arg-type]

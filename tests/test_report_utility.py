@@ -67,3 +67,21 @@ def test_k1_optimum_is_the_input(adult):
     a = analyze(table, hier, config, result)
     assert all(m["relative_percent"] in (0.0, None) for m in a.metrics.values())
     assert a.risk_input == a.risk_output
+
+
+def test_distributions_bin_numbers_and_order_intervals(adult):
+    header, rows, table, hier = adult
+    config = AnonymizationConfig(["age", "sex", "race"], k=200, suppression=0.03)
+    result = anonymize(table, hier, config)
+    d = analyze(table, hier, config, result).distributions["age"]
+    ages = [int(r[header.index("age")]) for r in rows]
+    import re
+
+    bins = [(tuple(map(float, re.fullmatch(r"\[(\d+), (\d+)\[", label).groups())), n) for label, n in d["input"]]
+    for (a, b), n in bins:
+        assert n == sum(1 for x in ages if a <= x < b)
+    assert sum(n for _, n in bins) == len(ages)
+    labels = [label for label, _ in d["output"]]
+    assert result.transformation["age"] > 0 and result.suppressed_rows > 0 and labels[-1] == "*"
+    starts = [int(re.match(r"\[?(\d+)", label).group(1)) for label in labels[:-1]]
+    assert starts == sorted(starts)  # interval labels read left to right like the input bins

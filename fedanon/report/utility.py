@@ -9,8 +9,9 @@ code that chose the optimum), evaluated at those three nodes.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Mapping
+
+import math
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.metrics import build_metric
 from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.table import EncodedTable
+from fedanon.hierarchies.intervals import nice_width
 
 TOP_VALUES = 15  # values shown per attribute in distributions; the rest is "other"
 
@@ -80,16 +82,56 @@ def attribute_utility(table: EncodedTable, output: EncodedTable, hierarchies: Ma
     return out
 
 
-def _counts(table: EncodedTable, column: str) -> list[tuple[str, int]]:
-    c = table.column_index(column)
-    counts = np.bincount(table.codes[:, c], minlength=len(table.dictionaries[c]))
-    pairs = Counter({table.dictionaries[c][i].decode("utf-8", "backslashreplace"): int(n)
-                     for i, n in enumerate(counts) if n})
-    top = pairs.most_common(TOP_VALUES)
-    rest = sum(pairs.values()) - sum(n for _, n in top)
-    return top + ([("(other)", rest)] if rest else [])
+def _numbers(values: list[bytes]) -> np.ndarray | None:
+    """The values as floats, or None when any is not a number."""
+    try:
+        return np.array([float(v) for v in values], dtype=np.float64)
+    except ValueError:
+        return None
+
+
+def _label(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
+
+
+def _top(pairs: list[tuple[str, int, float]], numeric: bool) -> list[tuple[str, int]]:
+    """Most frequent TOP_VALUES (label, count, sort key), shown in value order for numbers."""
+    top = sorted(pairs, key=lambda p: -p[1])[:TOP_VALUES]
+    rest = sum(p[1] for p in pairs) - sum(p[1] for p in top)
+    if numeric:
+        top.sort(key=lambda p: p[2])
+    top.sort(key=lambda p: p[0] == "*")  # stable: suppressed cells last, the rest keeps its order
+    return [(label, n) for label, n, _ in top] + ([("(other)", rest)] if rest else [])
+
+
+def _distribution(table: EncodedTable, output: EncodedTable, column: str) -> dict[str, Any]:
+    """Input and output value counts of one attribute.
+
+    Numbers with many distinct values are binned into TOP_VALUES equal-width
+    bins; output labels of a numeric attribute (intervals) are ordered by the
+    smallest input value behind them, so both plots read left to right alike.
+    """
+    c, oc = table.column_index(column), output.column_index(column)
+    in_counts = np.bincount(table.codes[:, c], minlength=len(table.dictionaries[c]))
+    nums = _numbers(table.dictionaries[c])
+    if nums is not None and len(nums) > TOP_VALUES:
+        width = nice_width(float(nums.max() - nums.min()), TOP_VALUES - 3)
+        edges = np.arange(math.floor(nums.min() / width), math.floor(nums.max() / width) + 2) * width
+        hist, _ = np.histogram(nums, bins=edges, weights=in_counts)
+        before = [(f"[{_label(a)}, {_label(b)}[", int(n)) for a, b, n in zip(edges[:-1], edges[1:], hist)]
+    else:
+        keys = nums if nums is not None else np.zeros(len(in_counts))
+        before = _top([(v.decode("utf-8", "backslashreplace"), int(n), float(k))
+                       for v, n, k in zip(table.dictionaries[c], in_counts, keys) if n], nums is not None)
+    out_counts = np.bincount(output.codes[:, oc], minlength=len(output.dictionaries[oc]))
+    out_keys = np.full(len(out_counts), np.inf)
+    if nums is not None:
+        np.minimum.at(out_keys, output.codes[:, oc], nums[table.codes[:, c]])
+    after = _top([(v.decode("utf-8", "backslashreplace"), int(n), np.inf if v == b"*" else float(k))
+                  for v, n, k in zip(output.dictionaries[oc], out_counts, out_keys) if n], nums is not None)
+    return {"input": before, "output": after}
 
 
 def distributions(table: EncodedTable, output: EncodedTable, columns: list[str]) -> dict[str, Any]:
-    """Value counts per attribute before and after (most frequent values, the rest as '(other)')."""
-    return {q: {"input": _counts(table, q), "output": _counts(output, q)} for q in columns}
+    """Value counts per attribute before and after (see `_distribution`)."""
+    return {q: _distribution(table, output, q) for q in columns}

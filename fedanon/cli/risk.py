@@ -26,8 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sensitive", action="append", default=[], metavar="NAME[=HIERARCHY.csv]",
                    help="sensitive attribute to report l and t for (a hierarchy adds hierarchical t)")
     p.add_argument("--population", metavar="POP.csv", default=None,
-                   help="population table with the same QI columns at the same generalization, for "
-                        "journalist and marketer risk (default: the table itself is the population)")
+                   help="population table with the same QI columns, for journalist and marketer risk; raw "
+                        "values are generalized to the table's levels for QIs given as NAME=HIERARCHY.csv "
+                        "(default: the table itself is the population)")
     p.add_argument("--threshold", type=float, default=None, metavar="R",
                    help="records whose risk exceeds R are 'at risk' (default 0.2)")
     p.add_argument("--delimiter", default=";", metavar="CHAR", help="field delimiter (default ';')")
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.engine.csvio import read_table_csv
     from fedanon.engine.hierarchy import Hierarchy
     from fedanon.engine.table import EncodedTable
-    from fedanon.report.risk import DEFAULT_THRESHOLD, table_risk
+    from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, table_risk
 
     header, rows = read_table_csv(args.input, args.delimiter)
     qis = _names(args.qi)
@@ -86,6 +87,12 @@ def run(args: argparse.Namespace) -> int:
         if name not in header:
             raise InputError(f"{args.input}, line 1: unknown column {name!r}; the table has columns: "
                              f"{', '.join(header)}")
+    qi_hierarchies = {}
+    for text in args.qi:
+        for part in text.split(","):
+            name, sep, path = part.partition("=")
+            if sep and path.strip():
+                qi_hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), args.delimiter)
     hierarchies = {}
     for text in args.sensitive:
         name, sep, path = text.partition("=")
@@ -99,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.population}, line 1: population table lacks quasi-identifier {name!r}")
         population = EncodedTable.from_rows(pop_header, pop_rows)
     table = EncodedTable.from_rows(header, rows)
+    if population is not None and qi_hierarchies:
+        population = generalize_population(table, population, qi_hierarchies)
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     risk = table_risk(table, qis, sensitive=sensitive, hierarchies=hierarchies, population=population,
                       threshold=threshold)

@@ -10,7 +10,8 @@ F_j the size of the matching class in the population, n the released rows:
   highest = max 1/F_j, average = classes / sum_j F_j;
 * marketer (re-identify as many as possible): average = sum_j (f_j / F_j) / n.
 
-Population: a separate table (`population=`), the whole input when only a
+Population: a separate table (`population=`; `generalize_population` brings a
+raw one to the sample's generalization), the whole input when only a
 research subset is released (δ-presence), otherwise -- as ARX does without a
 population model -- the sample itself (then journalist = prosecutor and
 marketer = classes / n). "Records at risk" are released records whose risk
@@ -141,6 +142,31 @@ def _population_sizes(table: EncodedTable, qis: Sequence[str], first: np.ndarray
             raise InputError(f"population table lacks the class ({shown}) of the sample; "
                              f"it must hold the sample's QI values at the same generalization")
     return out
+
+
+def generalize_population(sample: EncodedTable, population: EncodedTable,
+                          hierarchies: Mapping[str, Hierarchy]) -> EncodedTable:
+    """The population with each QI (that has a hierarchy) generalized to the level it has in the sample.
+
+    The level is the lowest one whose labels contain every value of the
+    sample's released rows, so a released table can be assessed against the
+    raw population it was drawn from.
+    """
+    qis = list(hierarchies)
+    released = ~star_rows(sample, qis)
+    codes = population.codes.copy()
+    dictionaries = [list(d) for d in population.dictionaries]
+    for q, h in hierarchies.items():
+        sc, pc = sample.column_index(q), population.column_index(q)
+        used = {sample.dictionaries[sc][i] for i in np.unique(sample.codes[released, sc])}
+        level = next((lvl for lvl in range(h.height) if used <= {row[lvl] for row in h.rows}), None)
+        if level is None:
+            raise InputError(f"column {q!r}: the table's values are not the labels of one level of its "
+                             f"hierarchy {h.source or ''}".rstrip())
+        code_map, level_dicts = h.code_map(population.dictionaries[pc])
+        codes[:, pc] = code_map[level][population.codes[:, pc]]
+        dictionaries[pc] = list(level_dicts[level])
+    return EncodedTable(list(population.columns), codes, dictionaries)
 
 
 def table_risk(

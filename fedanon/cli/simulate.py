@@ -2,8 +2,8 @@
 
 Why: to try a protocol on real data without setting up institutions. The input is
 dealt over N primaries (horizontal: rows round-robin or in blocks; vertical: columns
-round-robin plus a generated shared TID), each primary and a helper are started as
-separate daemons on 127.0.0.1 with fresh certificates (real gRPC, real mutual TLS),
+round-robin plus a generated shared TID), each primary (and a helper, where the
+protocol's registry spec asks for one) is started as a separate daemon on 127.0.0.1 with fresh certificates (real gRPC, real mutual TLS),
 the run's decrypted result is written like `fedanon anonymize` writes its output,
 and time and bytes per phase and party are reported. `simulate_table` is the
 reusable core (also used by `fedanon demo` and `bench/protocol_b.py`).
@@ -23,7 +23,7 @@ import numpy as np
 
 from fedanon.errors import FedanonError, InputError, PeerError
 
-PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
+PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
 HELPER = "helper"
 
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim = p.add_argument_group("simulation")
     from fedanon.protocols.registry import available_protocols
 
-    sim.add_argument("--protocol", default="B", type=str.upper, choices=[p for p in available_protocols() if p != "CHECK"],  # CHECK: connectivity only
+    sim.add_argument("--protocol", default="B", type=str.upper, choices=available_protocols(anonymizing=True),
                      help="secure protocol to run (default B: shared AES keys + helper)")
     sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
                      help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")
@@ -147,9 +147,12 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 
     hierarchies = {a: Hierarchy.read_csv(p, a) for a, p in hierarchy_paths.items()}
     local = {name: share.local_data(hierarchies) for name, share in zip(names, shares)}
-    roles = {name: "primary" for name in names}
-    roles[HELPER] = "helper"
+    roles = party_roles(names, protocol)
+    options = dict(options)
+    timeout = options.pop("receive_timeout_s", None)
     settings = RunSettings(f"sim-{int(time.time() * 1000)}", protocol, distribution, config, roles, recipient, options)
+    if timeout is not None:
+        settings.receive_timeout_s = float(timeout)
     run = run_in_memory(settings, local)
     if run.errors:
         own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
@@ -193,10 +196,27 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
                 insensitive=[c for c in held if c not in qis and c not in sensitive_names],
                 tid_column=share.tid_column, subset_column=subset_col,
             ))
-        parties.append(SimulatedParty(name=HELPER, role="helper"))
+        if party_roles(names, protocol).get(HELPER) == "helper":
+            parties.append(SimulatedParty(name=HELPER, role="helper"))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,
                                 workdir=(base / "daemons") if workdir is not None else None, progress=progress)
     return result.report, result.output_columns, result.output_rows
+
+
+def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:
+    """The simulated run's parties: the primaries, plus a helper if the protocol needs one."""
+    from fedanon.protocols.registry import protocol_spec
+
+    roles = {name: "primary" for name in primaries}
+    if protocol_spec(protocol).needs_helper:
+        roles[HELPER] = "helper"
+    return roles
+
+
+def protocol_phases(protocol: str) -> tuple[str, ...]:
+    from fedanon.protocols.registry import protocol_spec
+
+    return protocol_spec(protocol).phases
 
 
 # --------------------------------------------------------------------------- reporting
@@ -204,7 +224,7 @@ def _kb(n: int) -> str:
     return f"{n / 1024:.1f}"
 
 
-def phase_rows(party_reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def phase_rows(party_reports: dict[str, dict[str, Any]], phases: tuple[str, ...] = PHASES) -> list[dict[str, Any]]:
     """Flatten per-party reports into one row per (party, phase): seconds, bytes sent/received."""
     rows = []
     ordered = sorted(party_reports.items(), key=lambda item: (item[1].get("role") == "helper", item[0]))
@@ -212,15 +232,15 @@ def phase_rows(party_reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
         traffic = rep.get("traffic", {})
         sent = traffic.get("bytes_sent_by_phase", {})
         received = traffic.get("bytes_received_by_phase", {})
-        phases = rep.get("phases", {})
-        for phase in PHASES:
+        seconds = rep.get("phases", {})
+        for phase in phases:
             rows.append({"party": party, "role": rep.get("role", "?"), "phase": phase,
-                         "seconds": float(phases.get(phase, 0.0)),
+                         "seconds": float(seconds.get(phase, 0.0)),
                          "bytes_sent": int(sent.get(phase, 0)), "bytes_received": int(received.get(phase, 0))})
     return rows
 
 
-def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str) -> None:
+def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str, phases: tuple[str, ...] = PHASES) -> None:
     """One row per party and phase (plus a total per party): narrow enough for 80 columns."""
     from rich.console import Console
     from rich.table import Table
@@ -230,7 +250,7 @@ def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str) -> N
                           ("kB sent", "right"), ("kB recv", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     by_party: dict[str, list[dict[str, Any]]] = {}
-    for row in phase_rows(party_reports):
+    for row in phase_rows(party_reports, phases):
         by_party.setdefault(row["party"], []).append(row)
     for party, rows in by_party.items():
         for i, r in enumerate(rows):
@@ -243,10 +263,13 @@ def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str) -> N
 
 
 def pre_post_seconds(party_reports: dict[str, dict[str, Any]], recipient: str) -> float:
-    """Recipient's time for the whole run minus the helper's anonymize phase (§4.6.4's measure)."""
+    """Recipient's time for the whole run minus the anonymizing party's anonymize phase (§4.6.4's measure).
+
+    The anonymizing party (B's helper, A's master) is the one with the longest anonymize phase.
+    """
     phases = party_reports.get(recipient, {}).get("phases", {})
-    helper = next((r for r in party_reports.values() if r.get("role") == "helper"), {})
-    return float(sum(phases.get(p, 0.0) for p in PHASES)) - float(helper.get("phases", {}).get("anonymize", 0.0))
+    engine = max((float(r.get("phases", {}).get("anonymize", 0.0)) for r in party_reports.values()), default=0.0)
+    return float(sum(phases.values())) - engine
 
 
 def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -295,8 +318,9 @@ def run(args: argparse.Namespace) -> int:
                              protocol=args.protocol)
     write_table_csv(spec.output, sim.columns, sim.rows, spec.delimiter)
     summary = result_summary(sim.party_reports)
+    phases = protocol_phases(args.protocol)
     report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(sim.rows),
-              "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports),
+              "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports, phases),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
               "classes": summary.get("classes"), "removed_columns": removed,
@@ -324,7 +348,8 @@ def run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         Console().print(
-            f"[bold]Protocol {args.protocol}[/bold], {args.distribution}, {args.parties} primaries + helper "
+            f"[bold]Protocol {args.protocol}[/bold], {args.distribution}, {args.parties} primaries"
+            f"{' + helper' if HELPER in party_roles(primary_names(args.parties), args.protocol) else ''} "
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "
@@ -332,6 +357,6 @@ def run(args: argparse.Namespace) -> int:
             f"removed columns: {', '.join(removed) or 'none'}, "
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "
-            f"excluding the helper's anonymize phase")
-        print_phase_table(sim.party_reports, "time and bytes per phase and party")
+            f"excluding the anonymize phase")
+        print_phase_table(sim.party_reports, "time and bytes per phase and party", phases)
     return 0

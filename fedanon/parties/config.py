@@ -57,6 +57,7 @@ class Limits:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     rpc_timeout_s: float = 30.0  # one control RPC or one chunked message
     heartbeat_s: float = 1.0     # how often a waiting receive checks that peers are alive
+    receive_timeout_s: float = 300.0  # run config: how long one protocol step may wait for a peer
 
 
 @dataclass
@@ -175,6 +176,9 @@ def _limits(section: _Section | None) -> Limits:
     limits.max_payload_bytes = int(section.get("max_payload_mib", int, limits.max_payload_bytes >> 20)) << 20
     limits.rpc_timeout_s = section.get("rpc_timeout_s", float, limits.rpc_timeout_s)
     limits.heartbeat_s = section.get("heartbeat_s", float, limits.heartbeat_s)
+    limits.receive_timeout_s = section.get("receive_timeout_s", float, limits.receive_timeout_s)
+    if limits.receive_timeout_s <= 0:
+        raise InputError(f"{section.path}: limits.receive_timeout_s must be positive")
     if not 16 <= limits.chunk_bytes // 1024 <= 16384:
         raise InputError(f"{section.path}: limits.chunk_kib must be within 16..16384")
     if limits.rpc_timeout_s <= 0 or limits.heartbeat_s <= 0:

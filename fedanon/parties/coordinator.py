@@ -43,12 +43,27 @@ class RunOutcome:
     report: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_roles(protocol: str, roles: dict[str, str], source: Path | None = None) -> None:
+    """The run's parties fit the protocol (helper or not), as its registry spec says."""
+    from fedanon.protocols.registry import check_roles, known_protocol
+
+    if known_protocol(protocol) is None:
+        return
+    problems = check_roles(protocol, roles)
+    if problems:
+        where = f"{source}: " if source else ""
+        raise InputError(f"{where}[parties]: " + "; ".join(problems))
+
+
 def _check_config(protocol: str, privacy: dict[str, Any], source: Path | None = None) -> None:
     """Fail fast at the coordinator on a privacy model the engine would reject anyway."""
+    from fedanon.protocols.registry import known_protocol
+
+    spec = known_protocol(protocol)  # an unknown name is left to the daemons, which name it
     if not privacy:
-        if protocol.upper() != "CHECK":
+        if spec is None or spec.anonymizes:
             where = f"{source}: " if source else ""
-            raise InputError(f"{where}protocol {protocol.upper()} needs a [privacy] section "
+            raise InputError(f"{where}protocol {spec.name} needs a [privacy] section "
                              "(quasi_identifiers, k, suppression, metric, ...)")
         return
     from fedanon.engine.config import AnonymizationConfig
@@ -108,7 +123,9 @@ class Coordinator:
             parties=[pb.PartyRole(name=p.name, role=p.role, address=p.address) for p in self.cfg.parties],
             result_recipient=self.cfg.result_recipient,
             config_json=json.dumps(self.cfg.privacy, sort_keys=True),
-            options_json=json.dumps(self.cfg.options, sort_keys=True),
+            # the run's receive timeout travels with the options; each daemon moves it into RunSettings
+            options_json=json.dumps({**self.cfg.options, "receive_timeout_s": self.cfg.limits.receive_timeout_s},
+                                    sort_keys=True),
         )
 
     def prepare_all(self, request: pb.RunRequest) -> None:
@@ -218,6 +235,7 @@ class Coordinator:
 
     def run(self) -> RunOutcome:
         _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source)
+        _check_roles(self.cfg.protocol, {p.name: p.role for p in self.cfg.parties}, self.cfg.source)
         t0 = time.perf_counter()
         try:
             rtt = self.ping_all()

@@ -253,24 +253,33 @@ class PartyService(pb_grpc.PartyServicer):
             options = json.loads(request.options_json or "{}")
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed run request: {exc}") from None
+        from fedanon.protocols.registry import check_roles, protocol_spec, role_function
+
+        spec = protocol_spec(request.protocol)
+        role_problems = check_roles(spec.name, parties)
+        if role_problems:
+            raise InputError("; ".join(role_problems))
         config = None
-        if not config_dict and request.protocol.upper() != "CHECK":
-            raise InputError(f"protocol {request.protocol} needs an anonymization config, the run request has none")
+        if not config_dict and spec.anonymizes:
+            raise InputError(f"protocol {spec.name} needs an anonymization config, the run request has none")
         if config_dict:
             from fedanon.engine.config import AnonymizationConfig
 
             config = AnonymizationConfig.from_dict(config_dict)
             config.validate()
+        receive_timeout = options.pop("receive_timeout_s", None)
         settings = RunSettings(
             run_id=request.run_id, protocol=request.protocol, distribution=request.distribution,  # type: ignore[arg-type]
             config=config, parties=parties, result_recipient=request.result_recipient,  # type: ignore[arg-type]
             options=options,
         )
-        from fedanon.protocols.registry import role_function
-
+        if receive_timeout is not None:
+            if not isinstance(receive_timeout, (int, float)) or receive_timeout <= 0:
+                raise InputError(f"malformed run request: receive_timeout_s must be a positive number")
+            settings.receive_timeout_s = float(receive_timeout)
         role_function(settings.protocol, parties[self.cfg.name])  # unknown protocol/role fails here, before Start
         local = None
-        if self.cfg.data is not None and parties[self.cfg.name] == "primary" and settings.protocol.upper() != "CHECK":
+        if self.cfg.data is not None and parties[self.cfg.name] == "primary" and spec.anonymizes:
             local = self._local_data()
         return settings, local
 

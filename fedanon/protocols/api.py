@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from fedanon.protocols.transport import Transport
+from fedanon.protocols.transport import DEFAULT_TIMEOUT_S, Transport
 
 if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
     import numpy as np
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
     from fedanon.engine.result import AnonymizationResult
 
 Distribution = Literal["horizontal", "vertical"]
-Role = Literal["primary", "helper"]
+Role = str  # "primary" or "helper"; a protocol's spec lists the roles it has
 
 
 @dataclass
@@ -53,6 +53,8 @@ class RunSettings:
     parties: dict[str, Role]  # party name -> role, in a fixed order
     result_recipient: str  # the primary that ends up with the decrypted output
     options: dict[str, Any] = field(default_factory=dict)
+    # How long one `receive` may wait (the run's limits: a Pohlig-Hellman pass can take minutes).
+    receive_timeout_s: float = DEFAULT_TIMEOUT_S
 
     @property
     def primaries(self) -> list[str]:
@@ -69,6 +71,10 @@ class RoleContext:
     transport: Transport
     settings: RunSettings
     local: LocalData | None  # None for a helper, which holds no data
+
+    def __post_init__(self) -> None:
+        # Every receive of this role waits as long as the run's limits allow.
+        self.transport.receive_timeout_s = self.settings.receive_timeout_s
 
 
 @dataclass

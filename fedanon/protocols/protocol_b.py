@@ -23,10 +23,8 @@ every party, so all of them stop with the same clear message.
 
 from __future__ import annotations
 
-import json
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +35,7 @@ from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.engine.table import EncodedTable
-from fedanon.errors import FedanonError, PeerError, ProtocolError
+from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
 from fedanon.protocols.cellcrypt import (
@@ -49,6 +47,20 @@ from fedanon.protocols.cellcrypt import (
     token_keys,
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.roles import (
+    Hello,
+    LocalFailure,
+    PhaseTimer,
+    Roster,
+    Verdict,
+    guarded,
+    mark_shared,
+    receive_control,
+    role_report,
+    send_control,
+    shared_error,
+    stop_run,
+)
 from fedanon.protocols.transport import Transport
 from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
@@ -58,64 +70,11 @@ PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 # ----------------------------------------------------------------------------- helpers
 
 
-class _Timer:
-    """Wall time per phase, reported in `RoleOutcome.report["phases"]`."""
+@dataclass
+class ResultNotice(Verdict):
+    """The helper's b/result message: verdict, report and who decrypts which columns."""
 
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        with self.transport.in_phase(name):
-            try:
-                yield
-            finally:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
-
-def _control(payload: dict[str, Any], **parts: bytes) -> bytes:
-    return codec.pack_message({"control": json.dumps(payload).encode("utf-8"), **parts})
-
-
-def _open_control(blob: bytes, what: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-    parts = codec.unpack_message(blob, what)
-    try:
-        control = json.loads(codec.require_part(parts, "control", what).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ProtocolError(f"corrupt {what}: control part is not JSON") from None
-    if not isinstance(control, dict):
-        raise ProtocolError(f"corrupt {what}: control part is not a JSON object")
-    return control, parts
-
-
-def _raise_remote(control: dict[str, Any], me: str, extra: str = "") -> None:
-    """Turn an error message from the helper into the same exception at this party."""
-    if control.get("ok", False):
-        return
-    message = str(control.get("error", "the run was stopped"))
-    if extra:
-        message = f"{message}; {extra}"
-    raise _shared(NoSolutionError(message) if control.get("kind") == "no-solution" else ProtocolError(message))
-
-
-def _shared(exc: FedanonError) -> FedanonError:
-    """Mark an error every party already knows about (no abort broadcast needed)."""
-    exc.shared_with_all = True  # type: ignore[attr-defined]
-    return exc
-
-
-def _abort_unless_shared(ctx: RoleContext, exc: BaseException) -> None:
-    """A local failure the others do not know of: abort the run so nobody waits for us."""
-    if getattr(exc, "shared_with_all", False):
-        return
-    if isinstance(exc, PeerError) and not isinstance(exc, CryptoError):
-        return  # a transport failure: the run is already aborted or a peer is gone
-    try:
-        ctx.transport.abort(f"party {ctx.me!r} failed: {exc}")
-    except Exception:  # the abort is best effort; the original error is what matters
-        pass
+    owners_decrypting: list[str] = field(default_factory=list)
 
 
 def _keys_context(run_id: str) -> bytes:
@@ -147,13 +106,10 @@ def _per_party_keys(ctx: RoleContext) -> bool:
 # ----------------------------------------------------------------------------- primary
 
 
+@guarded
 def run_primary(ctx: RoleContext) -> RoleOutcome:
     """One data-holding party: validate, agree keys, encrypt+permute+send, decrypt if recipient."""
-    try:
-        return _Primary(ctx).run()
-    except BaseException as exc:  # a local failure must not leave the others waiting
-        _abort_unless_shared(ctx, exc)
-        raise
+    return _Primary(ctx).run()
 
 
 class _Primary:
@@ -165,7 +121,7 @@ class _Primary:
         self.settings = ctx.settings
         self.local = ctx.local
         self.transport = ctx.transport
-        self.timer = _Timer(ctx.transport)
+        self.timer = PhaseTimer(ctx.transport)
         if not self.settings.helpers:
             raise ProtocolError("Protocol B needs a helper party, but the run names none")
         self.helper = self.settings.helpers[0]
@@ -182,34 +138,33 @@ class _Primary:
                                 "provides no TLS identity; refusing to run Protocol B unauthenticated")
 
     # -- encrypt -------------------------------------------------------------------
-    def _hello(self) -> dict[str, Any]:
+    def _hello(self) -> Roster:
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
-        summary = hello_summary(self.local, config)
-        summary["local_errors"] = [p.public for p in problems]
-        summary["public_key"] = self.identity.public_bytes().hex()
+        hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems],
+                      public_key=self.identity.public_bytes().hex())
         if self.tls is not None:  # bind the X25519 key to our TLS certificate (helper cannot swap it)
             cert_pem, key_pem, _ca_pem = self.tls
-            summary["public_key_signature"] = sign_public_key(
+            hello.public_key_signature = sign_public_key(
                 key_pem, self.identity.public_bytes(), _binding_context(self.run_id)).hex()
-            summary["certificate"] = cert_pem.decode("ascii")
-        self.transport.send(self.helper, "b/hello", _control(summary))
+            hello.certificate = cert_pem.decode("ascii")
+        send_control(self.transport, self.helper, "b/hello", hello)
         if not problems:  # key-independent work overlaps the wait for the roster and keys
             self._prepared = self._prepare_share()
-        control, _ = _open_control(self.transport.receive(self.helper, "b/roster"), "roster")
+        roster, _ = receive_control(self.transport, self.helper, "b/roster", Roster, "roster")
         if problems:  # name our own values locally, in addition to the global verdict
-            _raise_remote(control, self.me, "details at this party: " + "; ".join(p.private for p in problems))
-            raise _shared(ProtocolError("; ".join(p.private for p in problems)))
-        _raise_remote(control, self.me)
-        return control
+            roster.raise_if_stopped("details at this party: " + LocalFailure(problems).private)
+            raise mark_shared(ProtocolError(LocalFailure(problems).private))
+        roster.raise_if_stopped()
+        return roster
 
-    def _verified_publics(self, roster: dict[str, Any]) -> dict[str, bytes]:
+    def _verified_publics(self, roster: Roster) -> dict[str, bytes]:
         """The primaries' X25519 keys; checked against their certificates when we have a CA."""
-        publics = {p: bytes.fromhex(k) for p, k in roster["public_keys"].items()}
+        publics = {p: bytes.fromhex(k) for p, k in roster.public_keys.items()}
         if self.tls is None:
             return publics
         ca_pem = self.tls[2]
-        bindings = roster.get("bindings", {})
+        bindings = roster.bindings
         for party, public in publics.items():
             if party == self.me:
                 continue
@@ -221,11 +176,11 @@ class _Primary:
                               bytes.fromhex(binding["signature"]), _binding_context(self.run_id))
         return publics
 
-    def _agree_keys(self, roster: dict[str, Any]) -> ColumnCiphers:
+    def _agree_keys(self, roster: Roster) -> ColumnCiphers:
         publics = self._verified_publics(roster)
-        columns: list[str] = roster["columns"]
-        owners: dict[str, str] = roster.get("owners", {})
-        tid = roster.get("tid_column")
+        columns = roster.columns
+        owners = roster.owners
+        tid = roster.tid_column
         per_party = _per_party_keys(self.ctx)
         vertical = self.settings.distribution == "vertical"
         context = _keys_context(self.run_id)
@@ -273,12 +228,12 @@ class _Primary:
             tids = [row[t] for row in local.rows]  # original order; tokens are permuted as an array
         return perm, table, tids
 
-    def _encrypt_share(self, roster: dict[str, Any], ciphers: ColumnCiphers) -> bytes:
+    def _encrypt_share(self, roster: Roster, ciphers: ColumnCiphers) -> bytes:
         config = self.settings.config
         local = self.local
         perm, table, tids = self._prepared
-        if self.settings.distribution == "horizontal" and table.columns != list(roster["columns"]):
-            table = table.select(list(roster["columns"]))  # everyone in the leader's column order
+        if self.settings.distribution == "horizontal" and table.columns != list(roster.columns):
+            table = table.select(list(roster.columns))  # everyone in the leader's column order
         columns = table.columns
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tids is not None and local.tid_column is not None:
@@ -329,10 +284,10 @@ class _Primary:
                     raise ProtocolError("the result marks a row as suppressed but it still has QI values")
         return list(table.columns), rows
 
-    def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: dict[str, Any]) -> None:
+    def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: Roster) -> None:
         """Per-party keys: decrypt this owner's output dictionaries and seal them for the recipient."""
-        control, parts = _open_control(self.transport.receive(self.helper, "b/decrypt"), "decryption request")
-        _raise_remote(control, self.me)
+        control, parts = receive_control(self.transport, self.helper, "b/decrypt", Verdict, "decryption request")
+        control.raise_if_stopped()
         request = codec.decode_table(codec.require_part(parts, "dictionaries", "decryption request"))
         qis = set(self.settings.config.quasi_identifiers)
         plain = {c: ciphers.decrypt_dictionary(c, d, allow_suppressed=c in qis)
@@ -353,37 +308,35 @@ class _Primary:
             ciphers = self._agree_keys(roster)
             transport.send(self.helper, "b/data", self._encrypt_share(roster, ciphers))
         with timer.phase("integrate"):
-            control, parts = _open_control(transport.receive(self.helper, "b/integrated"), "integration verdict")
-            if not control.get("ok", False):
-                _raise_remote(control, self.me, self._name_findings(control, parts, ciphers))
+            verdict, parts = receive_control(transport, self.helper, "b/integrated", Verdict, "integration verdict")
+            if not verdict.ok:
+                verdict.raise_if_stopped(self._name_findings(verdict, parts, ciphers))
         per_party = _per_party_keys(self.ctx)
-        owns_columns = any(o == self.me for o in roster.get("owners", {}).values())
+        owns_columns = any(o == self.me for o in roster.owners.values())
         with timer.phase("decrypt"):
             if self.me == self.recipient:
-                control, parts = _open_control(transport.receive(self.helper, "b/result"), "result")
-                _raise_remote(control, self.me)
+                notice, parts = receive_control(transport, self.helper, "b/result", ResultNotice, "result")
+                notice.raise_if_stopped()
                 plain: dict[str, list[bytes]] = {}
                 if per_party:
                     publics = self._verified_publics(roster)
-                    for owner in control.get("owners_decrypting", []):
+                    for owner in notice.owners_decrypting:
                         sealed = transport.receive(self.helper, f"b/plain/{owner}")
                         blob = self.identity.open(owner, publics[owner], sealed, _plain_context(self.run_id))
                         cols, _, dicts = codec.decode_table_parts(blob, f"decrypted dictionaries of {owner!r}")
                         for c, d in zip(cols, dicts):
-                            if roster["owners"].get(c) != owner:
+                            if roster.owners.get(c) != owner:
                                 raise ProtocolError(f"party {owner!r} sent values for column {c!r} it does not own")
                             plain[c] = d
                 outcome.output_columns, outcome.output_rows = self._decrypt_result(parts, ciphers, plain)
-                outcome.report.update(control.get("report", {}))
+                outcome.report.update(notice.report)
             else:
                 if per_party and owns_columns:
                     self._decrypt_for_recipient(ciphers, roster)
-                control, _ = _open_control(transport.receive(self.helper, "b/done"), "completion notice")
-                _raise_remote(control, self.me)
-                outcome.report.update(control.get("report", {}))
-        outcome.report.update({"protocol": "B", "role": "primary", "party": self.me,
-                               "distribution": self.settings.distribution,
-                               "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
+                done, _ = receive_control(transport, self.helper, "b/done", Verdict, "completion notice")
+                done.raise_if_stopped()
+                outcome.report.update(done.report)
+        outcome.report.update(role_report(self.ctx, "B", "primary", timer, PHASES))
         return outcome
 
     def _tid_of_token(self, token: bytes, ciphers: ColumnCiphers) -> str | None:
@@ -399,10 +352,10 @@ class _Primary:
                 return value
         return None
 
-    def _name_findings(self, control: dict[str, Any], parts: dict[str, bytes], ciphers: ColumnCiphers) -> str:
+    def _name_findings(self, verdict: Verdict, parts: dict[str, bytes], ciphers: ColumnCiphers) -> str:
         """Decrypt the ciphertexts the helper flagged (only the parties involved can)."""
         named: list[str] = []
-        for i, finding in enumerate(control.get("findings", [])):
+        for i, finding in enumerate(verdict.findings):
             if self.me not in finding.get("parties", []):
                 continue
             column = finding["column"]
@@ -425,13 +378,10 @@ class _Primary:
 # ----------------------------------------------------------------------------- helper
 
 
+@guarded
 def run_helper(ctx: RoleContext) -> RoleOutcome:
     """The non-colluding helper: relay keys blindly, integrate, anonymize, return ciphertext."""
-    try:
-        return _Helper(ctx).run()
-    except BaseException as exc:
-        _abort_unless_shared(ctx, exc)
-        raise
+    return _Helper(ctx).run()
 
 
 class _Helper:
@@ -440,7 +390,7 @@ class _Helper:
         self.settings = ctx.settings
         self.transport = ctx.transport
         self.primaries = self.settings.primaries
-        self.timer = _Timer(ctx.transport)
+        self.timer = PhaseTimer(ctx.transport)
         if len(self.primaries) < 1:
             raise ProtocolError("Protocol B needs at least one primary party")
         if self.settings.result_recipient not in self.primaries:
@@ -453,23 +403,9 @@ class _Helper:
               to: list[str] | None = None) -> None:
         """Tell every primary why the run stops, then stop here with the same message."""
         for party in to if to is not None else self.primaries:
-            payload = {"ok": False, "error": error, "kind": kind, "findings": findings or []}
-            self.transport.send(party, topic, _control(payload, **((extra or {}).get(party, {}))))
-        raise _shared(NoSolutionError(error) if kind == "no-solution" else ProtocolError(error))
-
-    def _stop_everywhere(self, error: str, kind: str, per_party: bool, owners: dict[str, str]) -> None:
-        """After integration each primary waits on a different topic; send the error on each."""
-        recipient = self.settings.result_recipient
-        payload = _control({"ok": False, "error": error, "kind": kind})
-        for p in self.primaries:
-            if p == recipient:
-                topic = "b/result"
-            elif per_party and p in owners.values():
-                topic = "b/decrypt"
-            else:
-                topic = "b/done"
-            self.transport.send(p, topic, payload)
-        raise _shared(NoSolutionError(error) if kind == "no-solution" else ProtocolError(error))
+            verdict = Verdict(ok=False, error=error, kind=kind, findings=findings or [])
+            send_control(self.transport, party, topic, verdict, **((extra or {}).get(party, {})))
+        raise shared_error(error, kind)
 
     def run(self) -> RoleOutcome:
         settings = self.settings
@@ -486,7 +422,8 @@ class _Helper:
             option_error = None
         outcome = RoleOutcome()
         with timer.phase("encrypt"):
-            hellos = {p: _open_control(transport.receive(p, "b/hello"), f"hello of {p!r}")[0] for p in self.primaries}
+            hellos = {p: receive_control(transport, p, "b/hello", Hello, f"hello of {p!r}")[0].summary()
+                      for p in self.primaries}
             try:
                 config.validate()
                 verdict = check_schemas(settings.distribution, config, hellos)
@@ -499,11 +436,10 @@ class _Helper:
             tid = hellos[self.primaries[0]]["tid_column"] if vertical else None
             bindings = {p: {"signature": hellos[p]["public_key_signature"], "certificate": hellos[p]["certificate"]}
                         for p in self.primaries if hellos[p].get("public_key_signature")}
-            roster = {"ok": True, "public_keys": {p: hellos[p]["public_key"] for p in self.primaries},
-                      "bindings": bindings,
-                      "columns": verdict.columns, "owners": verdict.owners, "tid_column": tid}
+            roster = Roster(public_keys={p: hellos[p]["public_key"] for p in self.primaries}, bindings=bindings,
+                            columns=verdict.columns, owners=verdict.owners, tid_column=tid)
             for p in self.primaries:
-                transport.send(p, "b/roster", _control(roster))
+                send_control(transport, p, "b/roster", roster)
             leader = self.primaries[0]
             for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
                 transport.send(p, "b/keys", transport.receive(leader, f"b/keys-for/{p}"))
@@ -511,15 +447,14 @@ class _Helper:
         with timer.phase("integrate"):
             table, hierarchies, subset, integration = self._integrate(shares, verdict, tid)
             for p in self.primaries:
-                transport.send(p, "b/integrated", _control({"ok": True}))
+                send_control(transport, p, "b/integrated", Verdict())
         with timer.phase("anonymize"):
             try:
                 result = anonymize(table, hierarchies, config, research_subset=subset)
             except NoSolutionError as exc:
-                self._stop_everywhere(str(exc), "no-solution", per_party, verdict.owners)
+                raise stop_run(self.ctx, str(exc), "no-solution") from None
             except FedanonError as exc:
-                self._stop_everywhere(f"anonymization failed at the helper: {exc}", "engine", per_party,
-                                      verdict.owners)
+                raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
         with timer.phase("decrypt"):
             report = {**result.to_report(), "integration": integration}
             # delta-presence releases only the research subset (as `fedanon anonymize` does);
@@ -534,23 +469,21 @@ class _Helper:
             if per_party:
                 decrypting = sorted({o for o in verdict.owners.values() if o != settings.result_recipient},
                                     key=self.primaries.index)
-            transport.send(settings.result_recipient, "b/result",
-                           _control({"ok": True, "report": report, "owners_decrypting": decrypting},
-                                    table=codec.encode_table(output),
-                                    suppressed=codec.encode_flags(np.asarray(result.suppressed, dtype=bool)[perm])))
+            send_control(transport, settings.result_recipient, "b/result",
+                           ResultNotice(report=report, owners_decrypting=decrypting),
+                           table=codec.encode_table(output),
+                           suppressed=codec.encode_flags(np.asarray(result.suppressed, dtype=bool)[perm]))
             for owner in decrypting:
                 cols = [c for c in output.columns if verdict.owners.get(c) == owner]
                 dicts = [output.dictionaries[output.columns.index(c)] for c in cols]
                 request = codec.encode_table_parts(cols, np.zeros((0, len(cols)), np.int32), dicts)
-                transport.send(owner, "b/decrypt", _control({"ok": True}, dictionaries=request))
+                send_control(transport, owner, "b/decrypt", Verdict(), dictionaries=request)
                 transport.send(settings.result_recipient, f"b/plain/{owner}", transport.receive(owner, "b/plain"))
             for p in self.primaries:
                 if p != settings.result_recipient:
-                    transport.send(p, "b/done", _control({"ok": True, "report": report}))
+                    send_control(transport, p, "b/done", Verdict(report=report))
         outcome.result = result
-        outcome.report.update({"protocol": "B", "role": "helper", "party": self.ctx.me,
-                               "distribution": settings.distribution, **report,
-                               "phases": {p: round(timer.seconds.get(p, 0.0), 6) for p in PHASES}})
+        outcome.report.update(role_report(self.ctx, "B", "helper", timer, PHASES, **report))
         return outcome
 
     def _integrate(self, shares: dict[str, dict[str, bytes]], verdict: Any, tid: str | None

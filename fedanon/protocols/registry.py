@@ -1,30 +1,89 @@
-"""Protocol name -> role name -> role function. The daemon looks roles up here."""
+"""Which protocols exist and what each needs: the one place the party and CLI layers ask.
+
+A protocol plugs in with one `ProtocolSpec` in `_SPECS` and a module that defines
+`ROLES: dict[str, RoleFunction]` (role name -> function of a `RoleContext`). The
+daemon, the coordinator, `simulate`, `demo` and `run` read the spec -- whether the
+run needs a helper party, whether it anonymizes (needs a privacy config and data),
+its phases for the progress/report tables -- instead of testing protocol names.
+
+How to add a protocol (e.g. C):
+1. write `fedanon/protocols/protocol_x.py` on the shared role base
+   (`fedanon.protocols.roles`: phase timer, typed control messages, report
+   assembly, `guarded` roles and `stop_run` for run-wide failure);
+2. end it with `ROLES = {"primary": ..., "helper": ...}` (only the roles it has);
+3. add a `ProtocolSpec` below. Nothing else in parties/ or cli/ needs to change.
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 from fedanon.errors import ProtocolError
 from fedanon.protocols.api import RoleFunction
 
-# Modules that define `ROLES: dict[str, RoleFunction]`; imported on first use.
-_PROTOCOL_MODULES: dict[str, str] = {
-    "B": "fedanon.protocols.protocol_b",
-    "CHECK": "fedanon.protocols.connectivity",
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    name: str
+    module: str  # defines ROLES
+    summary: str  # one line for help texts and the demo
+    roles: tuple[str, ...]  # the roles a run of this protocol has
+    needs_helper: bool  # exactly one party with role "helper" (False: the run must have none)
+    anonymizes: bool  # needs a privacy config and the primaries' data; produces an anonymized table
+    phases: tuple[str, ...]  # in order; every role reports seconds per phase under report["phases"]
+
+
+_SPECS: dict[str, ProtocolSpec] = {
+    "B": ProtocolSpec("B", "fedanon.protocols.protocol_b",
+                      "shared deterministic AES keys, star around a non-colluding helper",
+                      ("primary", "helper"), needs_helper=True, anonymizes=True,
+                      phases=("encrypt", "integrate", "anonymize", "decrypt")),
+    "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.connectivity",
+                          "connectivity check: nonce exchange over every channel, no data",
+                          ("primary", "helper"), needs_helper=False, anonymizes=False,
+                          phases=("check",)),
 }
 
 
-def role_function(protocol: str, role: str) -> RoleFunction:
-    module_name = _PROTOCOL_MODULES.get(protocol.upper())
-    if module_name is None:
-        known = ", ".join(sorted(_PROTOCOL_MODULES))
+def protocol_spec(protocol: str) -> ProtocolSpec:
+    spec = _SPECS.get(protocol.upper())
+    if spec is None:
+        known = ", ".join(sorted(_SPECS))
         raise ProtocolError(f"unknown protocol {protocol!r}; available: {known}")
-    roles: dict[str, RoleFunction] = importlib.import_module(module_name).ROLES
+    return spec
+
+
+def known_protocol(protocol: str) -> ProtocolSpec | None:
+    """The spec, or None for a name no protocol has (callers that defer the error)."""
+    return _SPECS.get(protocol.upper())
+
+
+def role_function(protocol: str, role: str) -> RoleFunction:
+    spec = protocol_spec(protocol)
+    roles: dict[str, RoleFunction] = importlib.import_module(spec.module).ROLES
     try:
         return roles[role]
     except KeyError:
-        raise ProtocolError(f"protocol {protocol} has no role {role!r}; roles: {', '.join(roles)}") from None
+        raise ProtocolError(f"protocol {spec.name} has no role {role!r}; roles: {', '.join(roles)}") from None
 
 
-def available_protocols() -> list[str]:
-    return sorted(_PROTOCOL_MODULES)
+def available_protocols(anonymizing: bool = False) -> list[str]:
+    """Protocol names; `anonymizing=True` leaves out diagnostics such as CHECK."""
+    return sorted(name for name, spec in _SPECS.items() if spec.anonymizes or not anonymizing)
+
+
+def check_roles(protocol: str, roles: dict[str, str]) -> list[str]:
+    """Problems with a run's party roles for this protocol (empty: fine); messages name parties."""
+    spec = protocol_spec(protocol)
+    problems = []
+    for party, role in roles.items():
+        if role not in spec.roles:
+            problems.append(f"party {party!r} has role {role!r}, but protocol {spec.name} has only "
+                            f"{' and '.join(repr(r) for r in spec.roles)} parties")
+    helpers = [p for p, r in roles.items() if r == "helper"]
+    if spec.needs_helper and len(helpers) != 1:
+        problems.append(f"protocol {spec.name} needs exactly one helper party, the run names {len(helpers)}")
+    if spec.anonymizes and not any(r == "primary" for r in roles.values()):
+        problems.append(f"protocol {spec.name} needs at least one primary (data-holding) party")
+    return problems

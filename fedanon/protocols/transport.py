@@ -5,21 +5,77 @@ Protocols are role state machines that only ever call `send`/`receive` on a
 `fedanon.parties`, the in-memory one here serves unit tests and the
 single-process simulation. Both count bytes per phase and per peer so reports
 can say what each party sent and received.
+
+Run-wide failure is a transport matter, independent of a protocol's topology:
+`fail_run(message, kind)` tells every party at once (over the transport's abort
+channel) and wakes every pending `receive` everywhere, which then raises the same
+error with the same public message at every party -- in a star, a ring or anything
+else, without knowing which topic each party is waiting on.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import queue
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from fedanon.errors import PeerError
+from fedanon.errors import FedanonError, PeerError, ProtocolError
 
 DEFAULT_TIMEOUT_S = 300.0
+
+#: `receive(timeout=RUN_LIMIT)` waits as long as the run's limits allow (`receive_timeout_s`).
+RUN_LIMIT = -1.0
+
+_FAILURE_MARK = "[fedanon-run-failure]"
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """Why a run stopped, as every party learns it: a *public* message and its kind.
+
+    The message travels to every party, so it must never contain a cell value, a file
+    path or a key (build it from `LocalProblem.public`, never `.private`). `kind` picks
+    the exception every party raises: "no-solution" -> `NoSolutionError`, anything
+    else -> `ProtocolError`.
+    """
+
+    origin: str
+    message: str
+    kind: str = "protocol"
+
+    def encode(self) -> str:
+        """The abort reason that carries this failure (survives prefixes added on the way)."""
+        return _FAILURE_MARK + json.dumps({"origin": self.origin, "message": self.message, "kind": self.kind})
+
+    @classmethod
+    def find(cls, text: str) -> "RunFailure | None":
+        """The failure encoded somewhere in an abort reason, or None for a plain abort."""
+        at = text.find(_FAILURE_MARK)
+        if at < 0:
+            return None
+        try:
+            data, _end = json.JSONDecoder().raw_decode(text, at + len(_FAILURE_MARK))
+            return cls(str(data["origin"]), str(data["message"]), str(data.get("kind", "protocol")))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def error(self) -> FedanonError:
+        """The exception every party raises for this failure (marked as known to all)."""
+        exc: FedanonError
+        if self.kind == "no-solution":
+            from fedanon.engine.result import NoSolutionError  # lazy: keeps the transport light
+
+            exc = NoSolutionError(self.message)
+        else:
+            exc = ProtocolError(self.message)
+        exc.shared_with_all = True  # type: ignore[attr-defined]
+        exc.run_failure = self  # type: ignore[attr-defined]
+        return exc
 
 
 @dataclass
@@ -84,6 +140,8 @@ class Transport(abc.ABC):
         # identity, for protocols that bind their own keys to it; None when unknown.
         self.tls_identity: tuple[bytes, bytes, bytes] | None = None
         self._phase = "setup"
+        # How long `receive` waits by default; the role context sets it from the run's limits.
+        self.receive_timeout_s: float | None = DEFAULT_TIMEOUT_S
         # Every payload this party received, kept only when a test asks for it:
         # the privacy tests scan it for other parties' raw values.
         self.recorded: list[tuple[str, str, bytes]] | None = None
@@ -102,11 +160,30 @@ class Transport(abc.ABC):
             self._phase = previous
 
     def send(self, to: str, topic: str, payload: bytes) -> None:
-        self._deliver(to, topic, payload)
+        try:
+            self._deliver(to, topic, payload)
+        except PeerError as exc:  # a run failed elsewhere: raise its error, as `receive` does
+            failure = RunFailure.find(str(exc))
+            if failure is None:
+                raise
+            raise failure.error() from None
         self.stats.record_sent(self._phase, to, len(payload))
 
-    def receive(self, sender: str, topic: str, timeout: float | None = DEFAULT_TIMEOUT_S) -> bytes:
-        payload = self._await(sender, topic, timeout)
+    def receive(self, sender: str, topic: str, timeout: float | None = RUN_LIMIT) -> bytes:
+        """The next payload from `sender` on `topic`.
+
+        `timeout`: seconds, None = forever, RUN_LIMIT (default) = `receive_timeout_s`.
+        A run failed with `fail_run` anywhere raises that failure's error here.
+        """
+        if timeout == RUN_LIMIT:
+            timeout = self.receive_timeout_s
+        try:
+            payload = self._await(sender, topic, timeout)
+        except PeerError as exc:
+            failure = RunFailure.find(str(exc))
+            if failure is None:
+                raise
+            raise failure.error() from None
         self.stats.record_received(self._phase, sender, len(payload))
         if self.recorded is not None:
             self.recorded.append((sender, topic, payload))
@@ -122,6 +199,19 @@ class Transport(abc.ABC):
 
     def abort(self, reason: str) -> None:
         """Tell every reachable peer that this run failed; default: nothing to tell."""
+
+    def fail_run(self, message: str, kind: str = "protocol") -> FedanonError:
+        """Stop the run at every party with one public `message`; returns the error to raise here.
+
+        Every other party's pending or future `receive` raises the same error (see
+        `RunFailure`). Best effort towards unreachable peers, which fail on their own.
+        """
+        failure = RunFailure(self.me, message, kind)
+        try:
+            self.abort(failure.encode())
+        except Exception:  # telling the others is best effort; our own error is what matters
+            pass
+        return failure.error()
 
 
 class _Mailbox:

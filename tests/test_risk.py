@@ -204,3 +204,17 @@ def test_released_table_against_its_raw_population(adult_k5, tmp_path, capsys):
     ref = reference_risk(oh, sample, QIS, population_rows=population)
     assert_matches(ours, ref)
     assert ours["journalist"]["highest"] <= 0.2 < ours["prosecutor"]["highest"]
+
+
+def test_report_and_population_errors_are_one_line(tmp_path, capsys):
+    ex = Path(fedanon.__file__).parent / "data" / "example"
+    qi = [a for q in ("age", "sex", "zipcode") for a in ("--qi", f"{q}={ex / f'example_hierarchy_{q}.csv'}")]
+    code = main(["anonymize", str(ex / "example.csv"), *qi, "--k", "2", "--output", str(tmp_path / "o.csv"),
+                 "--html", str(tmp_path / "no" / "such" / "dir" / "r.html"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "r.html: cannot write" in err and len(err.strip().splitlines()) == 1, err
+    population = tmp_path / "pop.csv"
+    population.write_text("age;sex;zipcode;diagnosis\n34;male;82667;flu\n")
+    code = main(["risk", str(ex / "example.csv"), "--qi", "age,sex", "--population", str(population)])
+    err = capsys.readouterr().err
+    assert code == 2 and "population table lacks the class" in err and len(err.strip().splitlines()) == 1, err

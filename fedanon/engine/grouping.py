@@ -37,6 +37,14 @@ class Classes:
         self.count = int(self.codes.shape[0])
 
 
+def narrowest_uint(max_value: int) -> type:
+    """Smallest unsigned NumPy integer type holding 0..max_value."""
+    for t in (np.uint8, np.uint16, np.uint32):
+        if max_value <= np.iinfo(t).max:
+            return t
+    return np.uint64
+
+
 def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Group rows of integer columns; returns (index of a representative per group, inverse).
 
@@ -152,6 +160,9 @@ class Grouper:
         # sensitive attributes with more distinct values than this keep sparse class histograms
         self.sparse = {a for a, d in self.sensitive_sizes.items() if d > sparse_domain}
         self._qi_columns = [np.ascontiguousarray(self.qi_codes[:, i]) for i in range(self.qi_codes.shape[1])]
+        # generalized codes in the narrowest unsigned type: 1-2 bytes per row and level instead
+        # of 4, so on millions of rows 4x more cached columns fit and gathers move less memory
+        self._narrow_maps = [m.astype(narrowest_uint(int(m.max()) if m.size else 0)) for m in code_maps]
         self._columns: dict[tuple[int, int], np.ndarray] = {}
         self._column_bytes = 0
         self.column_cache_bytes = column_cache_mib << 20  # bound memory on very large tables
@@ -176,7 +187,7 @@ class Grouper:
         key = (qi, level)
         col = self._columns.get(key)
         if col is None:
-            col = self.code_maps[qi][level][self._qi_columns[qi]]
+            col = self._narrow_maps[qi][level][self._qi_columns[qi]]
             if self._column_bytes + col.nbytes <= self.column_cache_bytes:
                 self._columns[key] = col
                 self._column_bytes += col.nbytes

@@ -19,8 +19,9 @@ checks, roll-ups, peak traced memory (a second, separate run under tracemalloc
 so the timing is not distorted), classes, suppressed rows, transformation.
 
 References, all printed:
-* with `--compare-with OLD_SRC`: an older source tree's own bench/engine.py run as a
-  child process in the same run → "before" and "now/before" columns;
+* with `--compare-with OLD_SRC`: an older source tree's engine, imported side by side
+  and run alternately with this one on every ADULT configuration (min of the
+  repeats each, same optimum asserted) → "before" and "now/before" columns;
 * ARX's time for the same configuration on this machine where known (k=5 0 %:
   < 0.1 s; k=5 5 %: ≈ 1.4 s; 300 k rows k=5: target ≤ 10 s) → "vs ARX" column;
 * a reference measured in the same run: a naive check of one node (plain
@@ -98,28 +99,57 @@ class PlainConsole:
         print(obj)
 
 
-def run_older_engine(src: Path, quick: bool) -> dict[str, float]:
-    """Times of an older source tree's own bench/engine.py, run now as a child process."""
-    import subprocess
-    import tempfile
+class OlderEngine:
+    """An older source tree's engine imported side by side as package `fedanon_before`.
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "before.json"
-        cmd = [sys.executable, str(src / "bench" / "engine.py"), "--no-memory", "--json", str(out)]
-        subprocess.run(cmd + (["--quick"] if quick else []), cwd=src, check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))})
-        return {r["name"]: r["time_s"] for r in json.loads(out.read_text())["results"]}
+    The tree's `fedanon/` is copied to a temp dir with its imports renamed, so both
+    engines run in this process, interleaved run by run on the same input (min of the
+    repeats each): a before/after ratio that load spikes on a shared machine hit evenly.
+    """
+
+    def __init__(self, src: Path, header: list[str], rows: list[list[str]]) -> None:
+        import importlib
+        import re
+        import shutil
+        import tempfile
+
+        self._dir = tempfile.mkdtemp(prefix="fedanon_before_")
+        dst = Path(self._dir) / "fedanon_before"
+        shutil.copytree(src / "fedanon", dst, ignore=shutil.ignore_patterns("__pycache__", "data"))
+        for py in dst.rglob("*.py"):
+            py.write_text(re.sub(r"\bfedanon(?=[\s.])", "fedanon_before", py.read_text()))
+        sys.path.insert(0, self._dir)
+        self.engine = importlib.import_module("fedanon_before.engine")
+        self.table = self.engine.EncodedTable.from_rows(header, rows)
+
+    def hierarchies(self, hier: dict[str, Hierarchy]) -> dict[str, object]:
+        return {a: self.engine.Hierarchy.from_rows(a, [[v.decode() for v in r] for r in h.rows]) for a, h in hier.items()}
+
+    def config(self, config: AnonymizationConfig):
+        return self.engine.AnonymizationConfig.from_dict(config.to_dict())
 
 
 def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: AnonymizationConfig,
-            repeat: int, measure_memory: bool, subset: np.ndarray | None = None) -> dict:
+            repeat: int, measure_memory: bool, subset: np.ndarray | None = None,
+            before: tuple | None = None) -> dict:
+    """Best of `repeat` runs; with `before` = (anonymize, table, hierarchies, config) of an
+    older engine, each run of this engine is followed by one of the older one."""
     best = None
+    best_before = None
     result = None
     for _ in range(repeat):
         t0 = time.perf_counter()
         result = anonymize(table, hier, config, research_subset=subset)
         dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
+        if before is not None:
+            old_anonymize, old_table, old_hier, old_config = before
+            t0 = time.perf_counter()
+            old = old_anonymize(old_table, old_hier, old_config, research_subset=subset)
+            dt = time.perf_counter() - t0
+            best_before = dt if best_before is None else min(best_before, dt)
+            if old.transformation != result.transformation:
+                raise SystemExit(f"the older engine found a different optimum for {config}")
     peak = None
     if measure_memory:
         tracemalloc.start()
@@ -132,7 +162,7 @@ def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: Anonymizati
         "peak_mib": None if peak is None else peak / 2**20, "classes": result.classes,
         "suppressed": result.suppressed_rows, "lattice": result.lattice_size,
         "transformation": [result.transformation[a] for a in config.quasi_identifiers],
-        "loss": result.information_loss,
+        "loss": result.information_loss, "before_s": best_before,
     }
 
 
@@ -143,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     ap.add_argument("--no-highcard", action="store_true", help="skip the high-cardinality table")
     ap.add_argument("--compare-with", default=None, metavar="SRC_DIR",
-                    help="also run SRC_DIR/bench/engine.py (an older source tree, e.g. `git archive` of an "
-                         "earlier commit) in this run and show its times next to these")
+                    help="also time the engine of an older source tree (e.g. `git archive` of an earlier "
+                         "commit), interleaved run by run with this one on every ADULT configuration")
     ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it")
     args = ap.parse_args(argv)
 
@@ -203,12 +233,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.only:
         plan = [p for p in plan if args.only in p[0]]
+    older = OlderEngine(Path(args.compare_with).resolve(), header, rows) if args.compare_with else None
+    older_hier = older.hierarchies(hier) if older else None
     results = []
     for name, which, config in plan:
         t = {"big": big, "highcard": hc_table}.get(which, table)
         h = hc_hier if which == "highcard" else hier
+        before = None
+        if older is not None and which in ("adult", "adult-subset"):
+            before = (older.engine.anonymize, older.table, older_hier, older.config(config))
         r = run_one(t, h, config, 1 if which == "big" else repeat, not args.no_memory,
-                    subset if which == "adult-subset" else None)
+                    subset if which == "adult-subset" else None, before)
         r["name"] = name
         scale = 10.0 if which == "big" else 1.0   # naive cost grows with the rows
         r["naive_equiv_s"] = r["checks"] * naive * scale
@@ -216,13 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"  done {name}: {r['time_s']:.3f} s", file=sys.stderr)
 
-    before: dict[str, float] = {}
-    if args.compare_with:
-        before = run_older_engine(Path(args.compare_with), args.quick)
     # ℓ/t on the high-cardinality table against k-anonymity on the same table
     k_times = {r["name"].split(" s=")[1]: r["time_s"] for r in results if r["name"].startswith("highcard k=5")}
     for r in results:
-        r["before_s"] = before.get(r["name"])
         if r["name"].startswith("highcard") and r["name"].split(" s=")[1] in k_times:
             r["vs_k_same_table"] = r["time_s"] / k_times[r["name"].split(" s=")[1]]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the local Flash engine on ADULT (bundled copy).
 
-    python3 bench/engine.py [--quick] [--json OUT.json] [--compare-with OLD_SRC] [--only TEXT]
+    python3 bench/engine.py [--quick] [--json OUT.json] [--compare-with OLD_SRC|GIT_REV] [--only TEXT]
 
 Configurations (issue 2): ADULT with all 9 attributes as QIs, k ∈ {2, 5, 10, 100}
 × suppression {0 %, 5 %}, non-uniform entropy; occupation as sensitive attribute
@@ -99,6 +99,19 @@ class PlainConsole:
         print(obj)
 
 
+def older_source(spec: str) -> Path:
+    """A source directory, or a git revision of this repository exported to a temp dir."""
+    import subprocess
+    import tempfile
+
+    if Path(spec).is_dir():
+        return Path(spec).resolve()
+    dst = Path(tempfile.mkdtemp(prefix="fedanon_rev_"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", spec], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dst)], input=archive, check=True)
+    return dst
+
+
 class OlderEngine:
     """An older source tree's engine imported side by side as package `fedanon_before`.
 
@@ -172,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT.json", help="also write the results as JSON")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     ap.add_argument("--no-highcard", action="store_true", help="skip the high-cardinality table")
-    ap.add_argument("--compare-with", default=None, metavar="SRC_DIR",
+    ap.add_argument("--compare-with", default=None, metavar="SRC_DIR|GIT_REV",
                     help="also time the engine of an older source tree (e.g. `git archive` of an earlier "
                          "commit), interleaved run by run with this one on every ADULT configuration")
     ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it")
@@ -233,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.only:
         plan = [p for p in plan if args.only in p[0]]
-    older = OlderEngine(Path(args.compare_with).resolve(), header, rows) if args.compare_with else None
+    older = OlderEngine(older_source(args.compare_with), header, rows) if args.compare_with else None
     older_hier = older.hierarchies(hier) if older else None
     results = []
     for name, which, config in plan:

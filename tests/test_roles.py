@@ -106,3 +106,33 @@ def test_registry_spec_replaces_protocol_names() -> None:
     assert "referee" in check_roles("B", {"p1": "primary", "h": "helper", "x": "referee"})[0]
     with pytest.raises(ProtocolError, match="unknown protocol 'Z'"):
         role_function("Z", "primary")
+
+
+def test_tid_tokens_of_any_width_join_like_16_byte_ones() -> None:
+    """32-byte tokens (A's group elements) sort and join through the same integration code."""
+    import os
+
+    import numpy as np
+
+    from fedanon.engine.table import EncodedTable
+    from fedanon.protocols.cellcrypt import token_keys
+    from fedanon.protocols.integration import check_tids, join_on_tid
+
+    width = 32
+    tids = [os.urandom(width) for _ in range(50)]
+    order_b = np.random.default_rng(1).permutation(50)
+    a = token_keys(b"".join(tids), 50, "a", width)
+    b = token_keys(b"".join(tids[i] for i in order_b), 50, "b", width)
+    assert a.shape == (50, 4) and check_tids({"a": a, "b": b}) is None
+    ta = EncodedTable(["x"], np.arange(50, dtype=np.int32).reshape(50, 1), [[b"%d" % i for i in range(50)]])
+    tb = EncodedTable(["y"], np.arange(50, dtype=np.int32).reshape(50, 1), [[b"%d" % i for i in order_b]])
+    joined, _ = join_on_tid({"a": ta, "b": tb}, {"a": a, "b": b})
+    rows = joined.decode_rows()
+    assert all(x == y for x, y in rows) and len(rows) == 50
+    # a set that differs in the last 8 bytes only is caught
+    changed = bytearray(tids[7])
+    changed[-1] ^= 1
+    c = token_keys(b"".join(tids[:7] + [bytes(changed)] + tids[8:]), 50, "c", width)
+    assert check_tids({"a": a, "c": c}) is not None
+    with pytest.raises(ProtocolError, match="multiple of 8"):
+        token_keys(b"x" * 12, 1, "d", 12)

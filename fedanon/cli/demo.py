@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         problems = differences(central, summary.get("transformation"), sim.columns, sim.rows)
         sent = max((sum(r.get("traffic", {}).get("bytes_sent_by_phase", {}).values())
                     for r in sim.party_reports.values()), default=0)
-        side_by_side.append((split, protocol, f"{sim.elapsed_s:.2f}", f"{sent / 1e6:.2f}",
+        side_by_side.append((split, protocol, f"{sim.elapsed_s:.2f}", f"{sent / 1e3:,.1f}",
                              "MISMATCH" if problems else "equal"))
         if problems:
             failures += 1
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         from rich.table import Table
 
         table = Table(title="side by side (wall time includes daemon start-up)")
-        for name in ("split", "protocol", "wall s", "max MB sent by one party", "vs centralized"):
+        for name in ("split", "protocol", "wall s", "max kB sent by one party", "vs centralized"):
             table.add_column(name, justify="right" if name.endswith(("s", "party")) else "left")
         for row in side_by_side:
             table.add_row(*row)

@@ -52,6 +52,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="horizontal only: deal rows round-robin (default) or in contiguous blocks")
     sim.add_argument("--per-party-keys", action="store_true",
                      help="vertical only: every party keeps its own column keys and decrypts its own columns")
+    from fedanon.crypto.commutative import CIPHER_HELP, cipher_names
+
+    proto_a = p.add_argument_group("Protocol A (ring of the data holders, no helper)")
+    proto_a.add_argument("--cipher", choices=cipher_names(), default=None, help=CIPHER_HELP)
+    proto_a.add_argument("--min-level", action="append", default=[], metavar="NAME=L",
+                         help="pre-generalize quasi-identifier NAME to hierarchy level L before encryption "
+                              "(against frequency analysis by the master; the optimum is then over the "
+                              "restricted lattice); repeatable")
+    proto_a.add_argument("--verified", action="store_true",
+                         help="every party re-anonymizes the encrypted integrated table and all compare result "
+                              "digests before anything is decrypted (detects a cheating master; costs one "
+                              "anonymization per party)")
     sim.add_argument("--recipient", default=None, metavar="NAME",
                      help="primary that receives the decrypted result (default p1)")
     sim.add_argument("--in-memory", action="store_true",
@@ -203,6 +215,33 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
     return result.report, result.output_columns, result.output_rows
 
 
+def protocol_a_options(args: argparse.Namespace, qis: list[str], hierarchies: dict[str, Any]) -> dict[str, Any]:
+    """The run options of --cipher/--min-level/--verified (Protocol A only; one-line errors otherwise)."""
+    used = [flag for flag, on in (("--cipher", args.cipher), ("--min-level", args.min_level),
+                                  ("--verified", args.verified)) if on]
+    if args.protocol != "A":
+        if used:
+            raise InputError(f"{', '.join(used)} applies only to --protocol A")
+        return {}
+    options: dict[str, Any] = {"cipher": args.cipher or "ec", "verified": bool(args.verified)}
+    if args.cipher == "ph":
+        options["receive_timeout_s"] = 6 * 3600.0  # a Pohlig-Hellman pass over a large table takes long
+    levels: dict[str, int] = {}
+    for item in args.min_level:
+        name, _, level = item.partition("=")
+        if not name or not level.strip().isdigit():
+            raise InputError(f"--min-level {item[:200]!r}: expected NAME=LEVEL with a whole number, e.g. age=1")
+        if name not in qis:
+            raise InputError(f"--min-level {item[:200]!r}: {name!r} is not a quasi-identifier ({', '.join(qis)})")
+        height = hierarchies[name].height
+        if int(level) >= height:
+            raise InputError(f"--min-level {item[:200]!r}: the hierarchy of {name!r} has levels 0..{height - 1}")
+        levels[name] = int(level)
+    if levels:
+        options["min_levels"] = levels
+    return options
+
+
 def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:
     """The simulated run's parties: the primaries, plus a helper if the protocol needs one."""
     from fedanon.protocols.registry import protocol_spec
@@ -305,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
+    options.update(protocol_a_options(args, config.quasi_identifiers, hierarchies))
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
     with tempfile.TemporaryDirectory(prefix="fedanon-hier-") as hier_dir:

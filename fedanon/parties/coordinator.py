@@ -124,7 +124,7 @@ class Coordinator:
             result_recipient=self.cfg.result_recipient,
             config_json=json.dumps(self.cfg.privacy, sort_keys=True),
             # the run's receive timeout travels with the options; each daemon moves it into RunSettings
-            options_json=json.dumps({**self.cfg.options, "receive_timeout_s": self.cfg.limits.receive_timeout_s},
+            options_json=json.dumps({"receive_timeout_s": self.cfg.limits.receive_timeout_s, **self.cfg.options},
                                     sort_keys=True),
         )
 

@@ -84,7 +84,10 @@ class SimulatedNetwork:
         workdir: Path | None = None,
         limits: Limits | None = None,
         log_level: str = "info",
+        in_process: bool = False,
     ) -> None:
+        """`in_process=True` serves every party from a thread of this process (still real gRPC over
+        mutual TLS on 127.0.0.1), so a test can look at what each party's transport received."""
         names = [p.name for p in parties]
         if len(set(names)) != len(names):
             raise InputError(f"party names must be unique: {names}")
@@ -102,6 +105,8 @@ class SimulatedNetwork:
         self.cert_dir = self.dir / "certs"
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.in_process = in_process
+        self.daemons: dict[str, Any] = {}  # in-process PartyDaemon per party
         self.config_paths: dict[str, Path] = {}
 
     # ------------------------------------------------------------------ setup
@@ -168,6 +173,15 @@ class SimulatedNetwork:
     def _spawn(self, name: str) -> None:
         ready = self._ready_file(name)
         ready.unlink(missing_ok=True)
+        if self.in_process:
+            from fedanon.parties.config import load_party_config
+            from fedanon.parties.daemon import PartyDaemon
+
+            daemon = PartyDaemon(load_party_config(self.config_paths[name]))
+            daemon.start()
+            self.daemons[name] = daemon
+            ready.write_text(str(daemon.port))
+            return
         env = dict(os.environ)
         pkg_root = str(Path(fedanon.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -189,7 +203,7 @@ class SimulatedNetwork:
             for name in list(waiting):
                 if self._ready_file(name).exists():
                     waiting.discard(name)
-                elif self.procs[name].poll() is not None:
+                elif name in self.procs and self.procs[name].poll() is not None:
                     raise PeerError(f"party daemon {name!r} exited during start-up: {self.log_tail(name)}")
             if waiting and time.monotonic() > deadline:
                 raise PeerError(f"party daemons {sorted(waiting)} not ready after {timeout:.0f} s")
@@ -245,6 +259,9 @@ class SimulatedNetwork:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def _stop_all(self) -> None:
+        for daemon in self.daemons.values():
+            daemon.stop(grace=1.0)
+        self.daemons = {}
         for name, proc in self.procs.items():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

@@ -30,25 +30,31 @@ from fedanon.errors import ProtocolError
 #: AES-SIV tag, so it can never collide with a ciphertext and is recognised on decryption.
 SUPPRESSED = b"*"
 
+#: Domain label of Protocol B's ciphers; another protocol passes its own (e.g. b"fedanon/C/v1").
+B_DOMAIN = b"fedanon/B/v1"
 
-def cipher_context(run_id: str, column: str) -> bytes:
-    """Associated data of a column's cipher: protocol, run and column, length-prefixed."""
+
+def cipher_context(run_id: str, column: str, domain: bytes = B_DOMAIN) -> bytes:
+    """Associated data of a column's cipher: protocol domain, run and column, length-prefixed."""
     run = run_id.encode("utf-8")
     col = column.encode("utf-8")
-    return b"fedanon/B/v1" + len(run).to_bytes(4, "big") + run + len(col).to_bytes(4, "big") + col
+    return domain + len(run).to_bytes(4, "big") + run + len(col).to_bytes(4, "big") + col
 
 
 class ColumnCiphers:
     """The deterministic ciphers of the columns one party may encrypt or decrypt."""
 
-    def __init__(self, run_id: str, keys: Mapping[str, bytes]) -> None:
-        self._ciphers = {column: DeterministicCipher(key, cipher_context(run_id, column)) for column, key in keys.items()}
+    def __init__(self, run_id: str, keys: Mapping[str, bytes], domain: bytes = B_DOMAIN) -> None:
+        self._ciphers = {column: DeterministicCipher(key, cipher_context(run_id, column, domain))
+                         for column, key in keys.items()}
         self._keys = dict(keys)
         self._run_id = run_id
+        self._domain = domain
 
     def tid_tokens(self, column: str, values: Sequence[str]) -> bytes:
         """Join tokens of a TID column (see `tid_tokens`), bound to this run and column."""
-        return tid_tokens(self.cipher(column), values, self._keys[column], cipher_context(self._run_id, column))
+        return tid_tokens(self.cipher(column), values, self._keys[column],
+                          cipher_context(self._run_id, column, self._domain), self._domain)
 
     def __contains__(self, column: str) -> bool:
         return column in self._ciphers
@@ -137,7 +143,7 @@ TID_TOKEN_BYTES = 16
 
 
 def tid_tokens(cipher: DeterministicCipher, values: Sequence[str], key: bytes | None = None,
-               context: bytes = b"") -> bytes:
+               context: bytes = b"", domain: bytes = B_DOMAIN) -> bytes:
     """128-bit join tokens for tuple identifiers, concatenated (16 bytes per row).
 
     TIDs are only ever compared, never decrypted (the helper drops them after the join),
@@ -167,7 +173,7 @@ def tid_tokens(cipher: DeterministicCipher, values: Sequence[str], key: bytes | 
         packed = np.array([raw[i] for i in idx.tolist()], dtype=f"S{TID_TOKEN_BYTES - 1}")
         blocks[:, :TID_TOKEN_BYTES - 1] = packed.view(np.uint8).reshape(len(idx), TID_TOKEN_BYTES - 1)
         blocks[:, TID_TOKEN_BYTES - 1] = lengths[idx]
-        subkey = hmac.new(key, b"fedanon/B/v1/tid-token-prp" + context, hashlib.sha256).digest()
+        subkey = hmac.new(key, domain + b"/tid-token-prp" + context, hashlib.sha256).digest()
         encryptor = Cipher(algorithms.AES(subkey), modes.ECB()).encryptor()
         out[idx] = np.frombuffer(encryptor.update(blocks.tobytes()) + encryptor.finalize(),
                                  dtype=np.uint8).reshape(len(idx), TID_TOKEN_BYTES)
@@ -176,9 +182,24 @@ def tid_tokens(cipher: DeterministicCipher, values: Sequence[str], key: bytes | 
     return out.tobytes()
 
 
-def token_keys(tokens: bytes, rows: int, what: str) -> np.ndarray:
-    """Tokens as an (n, 2) uint64 array (sortable); ProtocolError on a wrong length."""
-    if len(tokens) != rows * TID_TOKEN_BYTES:
+def token_keys(tokens: bytes, rows: int, what: str, width: int = TID_TOKEN_BYTES) -> np.ndarray:
+    """Tokens of `width` bytes (a multiple of 8; e.g. 32 for EC group elements) as an
+    (n, width/8) uint64 array, sortable with `integration.check_tids`/`join_on_tid`."""
+    if width <= 0 or width % 8:
+        raise ProtocolError(f"{what}: TID token width {width} is not a positive multiple of 8 bytes")
+    if len(tokens) != rows * width:
         raise ProtocolError(f"{what}: {len(tokens)} bytes of TID tokens for {rows} rows "
-                            f"(expected {rows * TID_TOKEN_BYTES})")
-    return np.frombuffer(tokens, dtype=">u8").reshape(rows, 2).astype(np.uint64)
+                            f"(expected {rows * width})")
+    return np.frombuffer(tokens, dtype=">u8").reshape(rows, width // 8).astype(np.uint64)
+
+
+def verify_suppression(columns: Sequence[str], rows: Sequence[Sequence[str]], mask: np.ndarray,
+                       qis: set[str]) -> None:
+    """The engine's suppression mask must match the result: exactly the flagged rows carry '*' QIs."""
+    if len(mask) != len(rows):
+        raise ProtocolError(f"suppression mask covers {len(mask)} rows, the result has {len(rows)}")
+    qi_index = [i for i, c in enumerate(columns) if c in qis]
+    star = SUPPRESSED.decode()
+    for r in np.flatnonzero(mask).tolist():
+        if any(rows[r][i] != star for i in qi_index):
+            raise ProtocolError("the result marks a row as suppressed but it still has QI values")

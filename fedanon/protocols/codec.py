@@ -238,3 +238,25 @@ def decode_flags(blob: bytes, what: str = "flags") -> np.ndarray:
     packed = reader.take((n + 7) // 8, "flag bits")
     reader.expect_end()
     return np.unpackbits(np.frombuffer(packed, dtype=np.uint8), count=n).astype(bool)
+
+
+def encode_codes(matrix: np.ndarray) -> bytes:
+    """A 2-D int32 code matrix (e.g. a hierarchy as codes into its column's dictionary)."""
+    matrix = np.ascontiguousarray(matrix, dtype="<i4")
+    if matrix.ndim != 2:
+        raise ProtocolError(f"cannot encode a code matrix of shape {matrix.shape}")
+    rows, cols = matrix.shape
+    return _compress(_U32.pack(rows) + _U32.pack(cols) + matrix.tobytes())
+
+
+def decode_codes(blob: bytes, what: str, bound: int) -> np.ndarray:
+    """Inverse of `encode_codes`; every code must index a dictionary of `bound` values."""
+    reader = _Reader(_decompress(blob, what), what)
+    rows = reader.u32("row count")
+    cols = reader.u32("column count")
+    raw = reader.take(4 * rows * cols, "codes")
+    reader.expect_end()
+    matrix = np.frombuffer(raw, dtype="<i4").astype(np.int32).reshape(rows, cols)
+    if matrix.size and (matrix.min() < 0 or matrix.max() >= bound):
+        raise ProtocolError(f"corrupt {what}: codes in [{matrix.min()}, {matrix.max()}] for a dictionary of {bound} values")
+    return matrix

@@ -141,7 +141,8 @@ class TidMismatch:
 
 
 def _sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    """Rows of (n, w) uint64 token words in lexicographic order (first word most significant)."""
+    order = np.lexsort(keys.T[::-1]) if keys.shape[1] else np.arange(len(keys))
     return order, keys[order]
 
 
@@ -152,7 +153,7 @@ def _duplicates(sorted_keys: np.ndarray) -> int:
 
 
 def check_tids(tokens: dict[str, np.ndarray], sample: int = 5) -> TidMismatch | None:
-    """Compare the parties' TID token sets ((n, 2) uint64 each); None when all are equal."""
+    """Compare the parties' TID token sets ((n, w) uint64 each, see `token_keys`); None when all are equal."""
     parties = list(tokens)
     sorted_keys = {p: _sorted(k)[1] for p, k in tokens.items()}
     duplicates = {p: d for p in parties if (d := _duplicates(sorted_keys[p]))}

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from fedanon.crypto.deterministic import generate_key
-from fedanon.crypto.errors import CryptoError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
 from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
@@ -39,15 +38,16 @@ from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
 from fedanon.protocols.cellcrypt import (
-    SUPPRESSED,
     ColumnCiphers,
     decode_columns,
     encode_share,
     random_permutation,
     token_keys,
+    verify_suppression,
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.roles import (
+    DataHolder,
     Hello,
     LocalFailure,
     PhaseTimer,
@@ -61,7 +61,6 @@ from fedanon.protocols.roles import (
     shared_error,
     stop_run,
 )
-from fedanon.protocols.transport import Transport
 from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
@@ -112,16 +111,9 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
     return _Primary(ctx).run()
 
 
-class _Primary:
+class _Primary(DataHolder):
     def __init__(self, ctx: RoleContext) -> None:
-        if ctx.local is None:
-            raise ProtocolError(f"primary {ctx.me!r} has no local data")
-        self.ctx = ctx
-        self.me = ctx.me
-        self.settings = ctx.settings
-        self.local = ctx.local
-        self.transport = ctx.transport
-        self.timer = PhaseTimer(ctx.transport)
+        super().__init__(ctx)
         if not self.settings.helpers:
             raise ProtocolError("Protocol B needs a helper party, but the run names none")
         self.helper = self.settings.helpers[0]
@@ -275,13 +267,7 @@ class _Primary:
         rows = decode_columns(table, dictionaries)
         if "suppressed" in parts:  # the engine's mask: check that exactly these rows carry '*' QIs
             mask = codec.decode_flags(parts["suppressed"], "suppression mask")
-            if len(mask) != len(rows):
-                raise ProtocolError(f"suppression mask covers {len(mask)} rows, the result has {len(rows)}")
-            qi_index = [i for i, c in enumerate(table.columns) if c in qis]
-            star = SUPPRESSED.decode()
-            for r in np.flatnonzero(mask).tolist():
-                if any(rows[r][i] != star for i in qi_index):
-                    raise ProtocolError("the result marks a row as suppressed but it still has QI values")
+            verify_suppression(list(table.columns), rows, mask, qis)
         return list(table.columns), rows
 
     def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: Roster) -> None:

@@ -32,9 +32,14 @@ class ProtocolSpec:
     needs_helper: bool  # exactly one party with role "helper" (False: the run must have none)
     anonymizes: bool  # needs a privacy config and the primaries' data; produces an anonymized table
     phases: tuple[str, ...]  # in order; every role reports seconds per phase under report["phases"]
+    min_primaries: int = 1
 
 
 _SPECS: dict[str, ProtocolSpec] = {
+    "A": ProtocolSpec("A", "fedanon.protocols.protocol_a",
+                      "commutative encryption around a ring of the data holders, no helper",
+                      ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
+                      phases=("encrypt", "integrate", "anonymize", "verify", "decrypt")),
     "B": ProtocolSpec("B", "fedanon.protocols.protocol_b",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
@@ -84,6 +89,8 @@ def check_roles(protocol: str, roles: dict[str, str]) -> list[str]:
     helpers = [p for p, r in roles.items() if r == "helper"]
     if spec.needs_helper and len(helpers) != 1:
         problems.append(f"protocol {spec.name} needs exactly one helper party, the run names {len(helpers)}")
-    if spec.anonymizes and not any(r == "primary" for r in roles.values()):
-        problems.append(f"protocol {spec.name} needs at least one primary (data-holding) party")
+    primaries = sum(1 for r in roles.values() if r == "primary")
+    if spec.anonymizes and primaries < spec.min_primaries:
+        problems.append(f"protocol {spec.name} needs at least {spec.min_primaries} primary (data-holding) "
+                        f"part{'y' if spec.min_primaries == 1 else 'ies'}, the run names {primaries}")
     return problems

@@ -55,6 +55,20 @@ class PhaseTimer:
         return {p: round(self.seconds.get(p, 0.0), 6) for p in phases}
 
 
+class DataHolder:
+    """Common state of a data-holding role (context shortcuts, phase timer); needs local data."""
+
+    def __init__(self, ctx: RoleContext) -> None:
+        if ctx.local is None:
+            raise ProtocolError(f"primary {ctx.me!r} has no local data")
+        self.ctx = ctx
+        self.me = ctx.me
+        self.settings = ctx.settings
+        self.local = ctx.local
+        self.transport = ctx.transport
+        self.timer = PhaseTimer(ctx.transport)
+
+
 def role_report(ctx: RoleContext, protocol: str, role: str, timer: PhaseTimer, phases: tuple[str, ...] | list[str],
                 **extra: Any) -> dict[str, Any]:
     """The fields every role's report has, plus protocol-specific `extra`."""

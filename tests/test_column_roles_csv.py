@@ -107,15 +107,9 @@ def test_daemon_never_loads_or_sends_an_undeclared_column(tmp_path) -> None:
     from fedanon.engine.config import AnonymizationConfig
     from fedanon.parties.simulation import SimulatedParty, run_simulation
 
-    src = _with_names(tmp_path)
-    lines = src.read_text().splitlines()
-    parties = []
-    for i, name in enumerate(("p1", "p2")):
-        share = tmp_path / f"{name}.csv"
-        share.write_text("\n".join([lines[0], *lines[1 + i::2]]) + "\n")
-        parties.append(SimulatedParty(name, "primary", csv_path=share,
-                                      qi_hierarchies={q: EX / f"example_hierarchy_{q}.csv" for q in QIS},
-                                      insensitive=["diagnosis"]))
+    from example_parties import example_primaries
+
+    parties = example_primaries(tmp_path, _with_names(tmp_path), insensitive=["diagnosis"])
     parties.append(SimulatedParty("helper", "helper"))
     workdir = tmp_path / "w"
     result = run_simulation(parties, "B", "horizontal", AnonymizationConfig(list(QIS), k=2), "p1",

@@ -18,6 +18,8 @@ from fedanon.engine.config import AnonymizationConfig
 from fedanon.errors import FedanonError
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 
+from example_parties import example_primaries
+
 DATA = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ("age", "sex", "zipcode")
 KEYSWAP = Path(__file__).with_name("keyswap_helper.py")
@@ -26,15 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def _parties(tmp_path: Path, helper_launcher: tuple[str, ...] | None) -> list[SimulatedParty]:
-    lines = (DATA / "example.csv").read_text().splitlines()
-    parties = []
-    for i, name in enumerate(("p1", "p2")):
-        path = tmp_path / f"{name}.csv"
-        path.write_text("\n".join([lines[0], *lines[1 + i::2]]) + "\n")
-        parties.append(SimulatedParty(
-            name, "primary", csv_path=path,
-            qi_hierarchies={q: DATA / f"example_hierarchy_{q}.csv" for q in QIS},
-            sensitive={"diagnosis": None}))
+    parties = example_primaries(tmp_path, sensitive={"diagnosis": None})
     parties.append(SimulatedParty("helper", "helper", launcher=helper_launcher))
     return parties
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -50,7 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_grpc_core_logs() -> None:
+    """Keep gRPC's C-core log lines (e.g. `E1123 add_port.cc:83] ...`) off the terminal.
+
+    Every failure they describe also reaches us as an exception that we turn into one
+    clear line. Must run before gRPC is first imported; a user who sets GRPC_VERBOSITY
+    (e.g. to debug a TLS problem) keeps it, and daemons started from here inherit it.
+    """
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_grpc_core_logs()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
@@ -61,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args) or 0)
     except FedanonError as exc:
         print(f"fedanon {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file or folder the user named cannot be used: still one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"fedanon {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedanon: interrupted", file=sys.stderr)

@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -186,34 +186,25 @@ def _progress_factory(quiet: bool) -> tuple[Callable[[int, int], None] | None, C
 
 
 def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from fedanon.cli.summary import print_summary, result_rows
 
-    t = Table(title="fedanon anonymize", show_header=False)
-    t.add_column("", style="bold")
-    t.add_column("")
-    t.add_row("input", str(spec.input))
-    removed = report.get("removed_columns", [])
-    t.add_row("removed columns", ", ".join(removed) + " (identifying: no role given)" if removed else "none")
+    rows = [("input", str(spec.input)), *result_rows(report)]
     if spec.insensitive:
-        t.add_row("insensitive", ", ".join(spec.insensitive) + " (unchanged)")
-    t.add_row("transformation", ", ".join(f"{a}={lvl}" for a, lvl in report["transformation"].items()))
-    t.add_row("information loss", f"{report['information_loss']:.6g} ({report['metric']})")
-    t.add_row("classes", str(report["classes"]))
-    t.add_row("suppressed rows", str(report["suppressed_rows"]))
+        rows.append(("insensitive", ", ".join(spec.insensitive) + " (unchanged)"))
     if "loss_lower_bound" in report:
-        t.add_row("optimum", "proven" if report["optimum_found"] else
-                  f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%}")
-    t.add_row("checks / roll-ups", f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes")
-    t.add_row("time", f"{report['elapsed_s']:.3f} s")
-    t.add_row("output", f"{spec.output} ({written} rows)")
+        rows.append(("optimum", "proven" if report["optimum_found"] else
+                     f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%}"))
+    rows.append(("checks / roll-ups",
+                 f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes"))
+    rows.append(("time", f"{report['elapsed_s']:.3f} s"))
+    rows.append(("output", f"{spec.output} ({written} rows)"))
     if spec.report:
-        t.add_row("report", str(spec.report))
+        rows.append(("report", str(spec.report)))
     if report.get("html"):
-        t.add_row("html report", report["html"])
+        rows.append(("html report", report["html"]))
     if "verified" in report:
-        t.add_row("verifier", "OK" if report["verified"] else "VIOLATIONS")
-    Console().print(t)
+        rows.append(("verifier", "OK" if report["verified"] else "VIOLATIONS"))
+    print_summary("fedanon anonymize", rows)
 
 
 def _write(path: Path, action: Callable[[], Any]) -> None:
@@ -251,24 +242,44 @@ def check_output_paths(spec: RunSpec) -> None:
         raise InputError(f"--output and --report name the same file {spec.output}")
 
 
-def run(args: argparse.Namespace) -> int:
-    from fedanon.engine import anonymize
+class Inputs(NamedTuple):
+    table: ColumnarTable
+    kept: list[str]            # columns with a role, in input order
+    removed: list[str]         # identifying columns (no role): never written
+    hierarchies: dict[str, Any]
+    subset: np.ndarray | None  # δ-presence research-subset mask
+
+
+def load_inputs(spec: RunSpec) -> Inputs:
+    """Read and cross-check everything an anonymizing command gets (anonymize, simulate).
+
+    Input and output named and distinct, table read, roles resolved, hierarchies
+    read and covering every value, research subset matched -- each failure one
+    InputError naming file and line, before any work starts.
+    """
     from fedanon.engine.hierarchy import Hierarchy
 
-    spec = run_from_args(args)
     if spec.input is None:
         raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
     if spec.output is None:
         raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
     check_output_paths(spec)
-    config, hierarchy_paths, sensitive, subset_path = spec.privacy
-
+    _config, hierarchy_paths, _sensitive, subset_path = spec.privacy
     table = read_columns(spec.input, spec.delimiter, spec.encoding)
     kept, removed = column_roles(table, spec)
     hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
                    for attr, path in hierarchy_paths.items()}
     check_values_in_hierarchies(table, hierarchies)
     subset = match_subset(table, subset_path) if subset_path is not None else None
+    return Inputs(table, kept, removed, hierarchies, subset)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedanon.engine import anonymize
+
+    spec = run_from_args(args)
+    config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
+    table, kept, removed, hierarchies, subset = load_inputs(spec)
 
     released = table.select(kept)
     encoded = released.encoded()

@@ -24,9 +24,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     issue.set_defaults(handler=_issue)
 
 
+def _check_dir_and_days(folder: Path, days: int) -> None:
+    from fedanon.errors import InputError
+
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--dir {folder}: exists and is not a directory")
+    if days < 1:
+        raise InputError(f"--days must be at least 1, got {days}")
+
+
 def _init(args: argparse.Namespace) -> int:
     from fedanon.parties.certs import init_ca
 
+    _check_dir_and_days(args.dir, args.days)
     path = init_ca(args.dir, days=args.days, force=args.force)
     print(f"run CA written: {path} (keep {args.dir / 'ca.key'} offline after issuing)")
     return 0
@@ -35,6 +45,7 @@ def _init(args: argparse.Namespace) -> int:
 def _issue(args: argparse.Namespace) -> int:
     from fedanon.parties.certs import issue
 
+    _check_dir_and_days(args.dir, args.days)
     cert, key = issue(args.dir, args.name, hosts=args.host, days=args.days)
     print(f"issued {cert} and {key} for {args.name!r}")
     return 0

@@ -29,10 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from fedanon.errors import InputError
     from fedanon.parties.config import load_party_config
     from fedanon.parties.daemon import PartyDaemon
     from fedanon.parties.logs import EventLog
 
+    if args.ready_file is not None and not args.ready_file.parent.is_dir():
+        raise InputError(f"--ready-file {args.ready_file}: folder {args.ready_file.parent} does not exist")
     cfg = load_party_config(args.config)
     daemon = PartyDaemon(cfg, log=EventLog(cfg.name, level=args.log_level))
     daemon.serve_forever(ready_file=args.ready_file)
@@ -40,18 +43,30 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Every check `party serve` makes before serving, without serving; the first failure is the error."""
+    import sys
+
+    from fedanon.errors import InputError
     from fedanon.parties.config import load_party_config
+    from fedanon.parties.daemon import check_identity, check_listen_address
 
     cfg = load_party_config(args.config)
-    cfg.tls.read()
-    print(f"party {cfg.name!r}: listen {cfg.listen}, peers {', '.join(cfg.peers) or '-'}, "
-          f"coordinators {', '.join(cfg.coordinators) or '-'}")
+    print(f"config: ok (party {cfg.name!r}, listen {cfg.listen}, peers {', '.join(cfg.peers) or '-'}, "
+          f"coordinators {', '.join(cfg.coordinators) or '-'})")
+    check_identity(cfg)
+    print(f"tls: ok (certificate for {cfg.name!r}, key matches it, signed by the CA certificate {cfg.tls.ca})")
+    try:
+        check_listen_address(cfg)
+        print(f"listen: ok ({cfg.listen} is free)")
+    except InputError as exc:  # also what a running daemon of this config looks like
+        print(f"listen: warning: {exc} (fine if this party's daemon is already running)", file=sys.stderr)
     if cfg.data is not None:
-        from fedanon.parties.localdata import load_local_data
+        from fedanon.parties.localdata import load_party_data
 
-        local = load_local_data(cfg.data)
-        print(f"data: {len(local.rows)} rows, columns {', '.join(local.columns)}, "
-              f"hierarchies for {', '.join(local.hierarchies) or '-'}")
+        local, removed = load_party_data(cfg.data)
+        print(f"data: ok ({len(local.rows)} rows, columns {', '.join(local.columns)}, "
+              f"hierarchies for {', '.join(local.hierarchies) or '-'}; "
+              f"removed (identifying, no role): {', '.join(removed) or 'none'})")
     return 0
 
 

@@ -12,19 +12,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", required=True, type=Path, help="run config (TOML)")
     parser.add_argument("--protocol", help="override run.protocol (e.g. check, B)")
     parser.add_argument("--output", type=Path, help="override run.output (result CSV)")
-    parser.add_argument("--report", type=Path, help="override run.report (JSON report)")
+    parser.add_argument("--report", type=Path,
+                        help="override run.report (JSON report); with --protocol check, where to write "
+                             "the round-trip table (a check run never writes run.output/run.report)")
     parser.add_argument("--run-id", help="override the generated run id")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fedanon.cli.simulate import result_summary
+    from fedanon.cli.summary import RESULT_KEYS, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs
+    from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
 
     cfg = load_run_config(args.config)
     if args.protocol:
+        if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":
+            # a connectivity check of the real run's config must not replace that run's
+            # result.csv / report.json: it writes only where --output / --report say
+            cfg.output = cfg.report = None
         cfg.protocol = args.protocol
     if args.output:
         cfg.output = args.output
@@ -32,12 +41,21 @@ def _run(args: argparse.Namespace) -> int:
         cfg.report = args.report
     if args.run_id:
         cfg.run_id = args.run_id
+    # the checks a party would make of our certificate, before any party is contacted
+    check_tls_files(cfg.tls, cfg.coordinator, "coordinator")
     show = not args.no_progress
     with PhaseProgress([(p.name, p.role) for p in cfg.parties], enabled=show) as progress:
         outcome = Coordinator(cfg, on_event=progress.update).run()
+    summary = result_summary(outcome.report.get("party_reports", {}))
+    for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
+        if summary.get(key) is not None:
+            outcome.report[key] = summary[key]
     write_outputs(outcome, cfg.output, cfg.report)
     if show:
         print_phase_summary(outcome.report.get("party_reports", {}))
+    if result_rows(outcome.report):
+        print_summary(f"fedanon run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution})",
+                      result_rows(outcome.report))
     rows = len(outcome.output_rows) if outcome.output_rows is not None else 0
     print(f"run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution}) finished in "
           f"{outcome.report['elapsed_s']:.2f} s; {rows} result rows"
@@ -47,23 +65,24 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def print_phase_summary(party_reports: dict) -> None:
-    """Seconds and payload kB sent/received per phase and party, from the daemons' own reports."""
+    """Seconds and payload kB sent/received per phase and party, from the daemons' own reports.
+
+    One row per party and phase, so the table stays within 80 columns however many
+    phases a protocol has.
+    """
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="time and bytes per phase and party (s / kB sent / kB received)")
-    table.add_column("party")
-    table.add_column("role")
-    phases: list[str] = []
-    for rep in party_reports.values():
-        for phase in rep.get("traffic", {}).get("phase_seconds", {}):
-            if phase not in phases:
-                phases.append(phase)
-    for phase in phases:
-        table.add_column(phase, justify="right")
+    table = Table(title="time and bytes per phase and party")
+    for name, justify in (("party", "left"), ("role", "left"), ("phase", "left"), ("s", "right"),
+                          ("kB sent", "right"), ("kB recv", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for party, rep in party_reports.items():
         traffic = rep.get("traffic", {})
         secs, sent, recv = (traffic.get(k, {}) for k in ("phase_seconds", "bytes_sent_by_phase", "bytes_received_by_phase"))
-        cells = [f"{secs.get(ph, 0.0):.3f} / {sent.get(ph, 0) / 1024:.1f} / {recv.get(ph, 0) / 1024:.1f}" for ph in phases]
-        table.add_row(party, str(rep.get("role", "?")), *cells)
+        phases = list(dict.fromkeys([*secs, *sent, *recv]))
+        for i, ph in enumerate(phases):
+            table.add_row(party if i == 0 else "", str(rep.get("role", "?")) if i == 0 else "", ph,
+                          f"{secs.get(ph, 0.0):.3f}", f"{sent.get(ph, 0) / 1024:.1f}", f"{recv.get(ph, 0) / 1024:.1f}",
+                          end_section=i == len(phases) - 1)
     Console(stderr=True).print(table)

@@ -321,23 +321,13 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
-    from fedanon.cli.anonymize import check_output_paths, check_values_in_hierarchies, column_roles, match_subset
-    from fedanon.engine.csvio import read_columns, write_table_csv
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.cli.anonymize import load_inputs
+    from fedanon.engine.csvio import write_table_csv
     from fedanon.engine.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
-    if spec.input is None:
-        raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
-    if spec.output is None:
-        raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
-    check_output_paths(spec)
-    config, hierarchy_paths, sensitive, subset_path = spec.privacy
-    table = read_columns(spec.input, spec.delimiter, spec.encoding)
-    kept, removed = column_roles(table, spec)
-    hierarchies = {a: Hierarchy.read_csv(p, a, spec.hierarchy_sep, spec.encoding) for a, p in hierarchy_paths.items()}
-    check_values_in_hierarchies(table, {q: hierarchies[q] for q in config.quasi_identifiers})
-    subset = match_subset(table, subset_path) if subset_path is not None else None
+    config, hierarchy_paths, sensitive, _subset_path = spec.privacy
+    table, kept, removed, hierarchies, subset = load_inputs(spec)
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
         hierarchy_paths = {}

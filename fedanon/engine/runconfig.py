@@ -13,7 +13,6 @@ can be moved together with its data.
 from __future__ import annotations
 
 import argparse
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +25,7 @@ from fedanon.engine.config import (
     TCloseness,
 )
 from fedanon.errors import InputError
+from fedanon.tomlfile import load_toml_file
 
 DEFAULT_METRIC = "nonuniform-entropy"
 
@@ -174,21 +174,7 @@ def _resolve(path: str | Path, base: Path | None) -> Path:
 
 # --------------------------------------------------------------------------- TOML
 def load_toml(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: run file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a TOML run file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
-                         f"{exc.start}); TOML files must be UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    return load_toml_file(path, "run file")
 
 
 _TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",

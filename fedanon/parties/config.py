@@ -9,12 +9,12 @@ its certificates/data can be moved together. Every error names the file and key.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedanon.errors import InputError
+from fedanon.tomlfile import load_toml_file
 from fedanon.parties.certs import check_party_name
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -99,20 +99,7 @@ class RunConfig:
 # ----------------------------------------------------------------------------- helpers
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"config file {path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a TOML config file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
-                         f"{exc.start}); TOML files must be UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    return load_toml_file(path, "config file")
 
 
 class _Section:

@@ -34,7 +34,7 @@ import grpc
 
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.parties.certs import certificate_name
-from fedanon.parties.config import PartyConfig
+from fedanon.parties.config import PartyConfig, TlsFiles
 from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
 from fedanon.parties.inbox import RunInbox
 from fedanon.parties.logs import EventLog
@@ -391,26 +391,79 @@ def _jsonable(value: Any) -> Any:
 
 def check_identity(cfg: PartyConfig) -> None:
     """Fail at start-up, with a clear message, on TLS files that peers would reject later anyway."""
+    check_tls_files(cfg.tls, cfg.name, "party")
+
+
+def _pem_kind(pem: bytes) -> str:
+    """What a PEM file holds, by its first BEGIN line, for messages about mixed-up files."""
+    for line in pem.decode("ascii", "replace").splitlines():
+        if line.startswith("-----BEGIN "):
+            label = line[len("-----BEGIN "):].rstrip("-").strip().lower()
+            return "a private key" if "private key" in label else f"a {label}"
+    return "no PEM data"
+
+
+def check_tls_files(tls: TlsFiles, name: str, who: str) -> None:
+    """Every check a peer's TLS handshake would make of our files, each with its own message.
+
+    Files readable; the certificate is a certificate, the key a private key, the CA a
+    CA certificate; the certificate names `name`, belongs to the key, and was signed
+    by the CA. `who` is "party" or "coordinator" (for the messages).
+    """
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
-    cert_pem, key_pem, ca_pem = cfg.tls.read()
+    cert_pem, key_pem, ca_pem = tls.read()
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        raise InputError(f"{tls.cert}: not a PEM certificate (the file holds {_pem_kind(cert_pem)}); "
+                         f"tls.cert must be this {who}'s certificate") from None
+    try:
         key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        raise InputError(f"{tls.key}: not an unencrypted PEM private key (the file holds {_pem_kind(key_pem)}); "
+                         f"tls.key must be this {who}'s private key") from None
+    try:
         ca = x509.load_pem_x509_certificate(ca_pem)
-    except ValueError as exc:
-        raise InputError(f"party {cfg.name!r}: unreadable TLS material ({exc})") from None
-    name = certificate_name(cert_pem)
-    if name != cfg.name:
-        raise InputError(f"{cfg.tls.cert}: certificate is for {name!r}, but this party is {cfg.name!r}")
-    if cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
-            key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
-        raise InputError(f"{cfg.tls.key}: private key does not belong to certificate {cfg.tls.cert}")
+    except ValueError:
+        raise InputError(f"{tls.ca}: not a PEM certificate (the file holds {_pem_kind(ca_pem)}); "
+                         "tls.ca must be the run CA's certificate") from None
+    try:
+        is_ca = bool(ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise InputError(f"{tls.ca}: is not a CA certificate (it is the certificate of "
+                         f"{certificate_name(ca_pem)!r}); tls.ca must be the run CA's ca.crt")
+    cert_name = certificate_name(cert_pem)
+    if cert_name != name:
+        raise InputError(f"{tls.cert}: certificate is for {cert_name!r}, but this {who} is {name!r}")
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
+        raise InputError(f"{tls.key}: private key does not belong to certificate {tls.cert}")
     try:
         cert.verify_directly_issued_by(ca)
     except Exception:  # noqa: BLE001 - any failure means the same thing to the user
-        raise InputError(f"{cfg.tls.cert}: certificate is not signed by the run CA {cfg.tls.ca}") from None
+        raise InputError(f"{tls.cert}: certificate is not signed by the run CA {tls.ca}") from None
+
+
+def check_listen_address(cfg: PartyConfig) -> None:
+    """The listen port is free and local (as `serve` needs it), checked with a plain socket."""
+    import socket
+
+    host, _sep, port = cfg.listen.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InputError(f"party {cfg.name!r}: listen address {cfg.listen}: cannot resolve {host!r} ({exc.strerror})") from None
+    family, kind, proto, _canon, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen}: {exc.strerror}") from None
 
 
 class PartyDaemon:
@@ -426,8 +479,9 @@ class PartyDaemon:
         pb_grpc.add_PartyServicer_to_server(self.service, self.server)
         try:
             self.port = self.server.add_secure_port(cfg.listen, server_credentials(cfg.tls))
-        except RuntimeError as exc:
-            raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen}: {exc}") from None
+        except RuntimeError:
+            raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen}: address in use "
+                             "or not an address of this machine") from None
         if self.port == 0:
             raise InputError(f"party {cfg.name!r} cannot listen on {cfg.listen} (address in use or not local)")
         self._stopped = threading.Event()

@@ -88,7 +88,7 @@ chunk_kib = 512
     missing = _write(tmp_path / "missing.toml", "[party]\nname = \"p1\"\n")
     with pytest.raises(InputError, match="missing required key 'party.listen'"):
         load_party_config(missing)
-    with pytest.raises(InputError, match="invalid TOML"):
+    with pytest.raises(InputError, match="not valid TOML"):
         load_party_config(_write(tmp_path / "broken.toml", "[party\n"))
 
 

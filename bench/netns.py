@@ -8,7 +8,7 @@ For each protocol, split and link rate, runs `deploy/netns-consortium.sh` (ADULT
 rows, 8 QIs, 5-anonymity, 2 % suppression, loss metric; 3 primaries + a helper when the
 protocol needs one; coordinator in its own namespace; every link token-bucket shaped in
 both directions) and reports seconds per phase at the result recipient, the helper's
-anonymize time, pre+post (recipient total minus the helper's anonymize phase, §4.6.4's
+anonymize time, pre+post (recipient total minus the engine's anonymize phase at the helper, or for A at the master = recipient; §4.6.4's
 measure), payload and wire bytes sent by all parties, and whether the result equals the
 centralized anonymization. The reference measured in the same run is the same protocol
 and split over unshaped namespace links ("vs unshaped" = shaped pre+post / unshaped);

@@ -96,11 +96,15 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if span <= max(4 * n, 1 << 16):
+        # mark present keys, number them in key order; `dense` is only read where written,
+        # so it needs no initialization and no running sum over the whole span
         present = np.zeros(span, dtype=bool)
         present[key] = True
-        dense = np.cumsum(present, dtype=np.int64) - 1
+        keys_present = np.flatnonzero(present)
+        n_groups = int(keys_present.shape[0])
+        dense = np.empty(span, dtype=np.int64)
+        dense[keys_present] = row_index(n_groups)
         inverse = dense[key]
-        n_groups = int(dense[-1]) + 1
         # any member represents a group: all members share every column value
         first = np.empty(n_groups, dtype=np.int64)
         first[inverse] = row_index(n)

@@ -2,7 +2,7 @@
 """Protocols over a shaped network: every party in its own network namespace (root only).
 
     sudo python3 bench/netns.py [--protocols B[,A,C]] [--rates 100mbit,10mbit] [--splits horizontal,vertical]
-                                [--repeat 1] [--json OUT.json]
+                                [--repeat 1] [--option KEY=VALUE ...] [--json OUT.json]
 
 For each protocol, split and link rate, runs `deploy/netns-consortium.sh` (ADULT, 30,162
 rows, 8 QIs, 5-anonymity, 2 % suppression, loss metric; 3 primaries + a helper when the
@@ -43,12 +43,14 @@ DISSERTATION = {
 }
 
 
-def run_one(protocol: str, split: str, rate: str | None, workdir: Path) -> dict[str, Any]:
+def run_one(protocol: str, split: str, rate: str | None, workdir: Path, options: list[str]) -> dict[str, Any]:
     out = workdir / f"{protocol}-{split}-{rate or 'unshaped'}"
     fig_path = out.with_suffix(".json")
     args = [str(SCRIPT), "--protocol", protocol, "--split", split, "--json", str(fig_path), "--quiet", str(out)]
     if rate:
         args[1:1] = ["--rate", rate]
+    for option in options:
+        args[1:1] = ["--option", option]
     done = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable))
     if done.returncode != 0 or not fig_path.exists():
         raise SystemExit(f"{protocol} {split} {rate}: harness failed ({done.returncode}): "
@@ -56,8 +58,9 @@ def run_one(protocol: str, split: str, rate: str | None, workdir: Path) -> dict[
     return json.loads(fig_path.read_text())
 
 
-def median_run(protocol: str, split: str, rate: str | None, repeat: int, workdir: Path) -> dict[str, Any]:
-    runs = [run_one(protocol, split, rate, workdir) for _ in range(repeat)]
+def median_run(protocol: str, split: str, rate: str | None, repeat: int, workdir: Path,
+               options: list[str]) -> dict[str, Any]:
+    runs = [run_one(protocol, split, rate, workdir, options) for _ in range(repeat)]
     key = "pre_post_s" if runs[0]["pre_post_s"] is not None else "recipient_total_s"
     runs.sort(key=lambda r: r[key])
     chosen = dict(runs[len(runs) // 2])
@@ -73,6 +76,8 @@ def main() -> int:
     p.add_argument("--splits", default="horizontal,vertical")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--json", type=Path)
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="run option passed to every run (e.g. counters=elgamal for Protocol C)")
     args = p.parse_args()
     protocols = [x.strip().upper() for x in args.protocols.split(",") if x.strip()]
     rates = [x.strip() for x in args.rates.split(",") if x.strip()]
@@ -86,9 +91,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fedanon-bench-netns-") as tmp:
         for protocol in protocols:
             for split in splits:
-                reference = median_run(protocol, split, None, args.repeat, Path(tmp))
+                reference = median_run(protocol, split, None, args.repeat, Path(tmp), args.option)
                 for rate in [None, *rates]:
-                    fig = reference if rate is None else median_run(protocol, split, rate, args.repeat, Path(tmp))
+                    fig = reference if rate is None else median_run(protocol, split, rate, args.repeat, Path(tmp),
+                                                                           args.option)
                     fig["link"] = rate or "unshaped"
                     results.append(fig)
                     key = "pre_post_s" if fig["pre_post_s"] is not None else "recipient_total_s"

@@ -328,3 +328,92 @@ def verify_result(table: Any, hierarchies: Mapping[str, Any], config: Any, resul
         reported_suppressed_rows=int(result.suppressed_rows),
         reported_classes=int(result.classes),
     )
+
+
+def align_release(
+    raw_columns: Sequence[str],
+    raw_rows: Sequence[Sequence[Any]],
+    out_columns: Sequence[str],
+    out_rows: Sequence[Sequence[Any]],
+    quasi_identifiers: Sequence[str],
+    hierarchies: Mapping[str, Any],
+    transformation: Mapping[str, int],
+) -> tuple[list[list[bytes]] | None, list[str]]:
+    """Put a permuted release (a protocol's output) back into input order.
+
+    Protocols permute rows on purpose, so their output cannot be checked row by row
+    against the input. Each released output row must be the generalization of a
+    distinct input row at `transformation` with the same non-QI cells; each row whose
+    QI cells are all ``*`` takes an unmatched input row with the same non-QI cells.
+    Rows matched this way are interchangeable for every model (same class, same
+    sensitive values), so any such matching is as good as the true one. Returns the
+    output rows aligned with `raw_rows` (in input column order) or the problems found.
+    """
+    if sorted(out_columns) != sorted(raw_columns):
+        missing = sorted(set(raw_columns) - set(out_columns))
+        extra = sorted(set(out_columns) - set(raw_columns))
+        return None, [f"output columns differ from the input's: missing {missing}, extra {extra}"]
+    if len(out_rows) != len(raw_rows):
+        return None, [f"output has {len(out_rows)} rows, input {len(raw_rows)}"]
+    order = [list(out_columns).index(c) for c in raw_columns]
+    out = [[_b(row[i]) for i in order] for row in out_rows]
+    raw = [[_b(v) for v in row] for row in raw_rows]
+    col = {name: i for i, name in enumerate(raw_columns)}
+    qi_idx = [col[q] for q in quasi_identifiers]
+    other_idx = [i for i in range(len(raw_columns)) if i not in qi_idx]
+    gens = {q: _generalizer(hierarchies[q]) for q in quasi_identifiers}
+
+    def others(row: Sequence[bytes]) -> tuple[bytes, ...]:
+        return tuple(row[i] for i in other_idx)
+
+    released_pool: dict[tuple, list[int]] = defaultdict(list)
+    for r, row in enumerate(raw):
+        try:
+            gen = tuple(gens[q][row[col[q]]][transformation[q]] for q in quasi_identifiers)
+        except (KeyError, IndexError):
+            return None, [f"input row {r + 1} has a QI value or level its hierarchy lacks"]
+        released_pool[(others(row), gen)].append(r)
+    aligned: list[list[bytes] | None] = [None] * len(raw)
+    starred = []
+    problems: list[str] = []
+    for o, row in enumerate(out):
+        qis = tuple(row[i] for i in qi_idx)
+        if all(v == SUPPRESSED for v in qis):
+            starred.append(o)
+            continue
+        pool = released_pool.get((others(row), qis))
+        if not pool:
+            problems.append(f"output row {o + 1} is not the generalization of any (unmatched) input row")
+            continue
+        aligned[pool.pop()] = row
+    suppressed_pool: dict[tuple, list[int]] = defaultdict(list)
+    for r, row in enumerate(raw):
+        if aligned[r] is None:
+            suppressed_pool[others(row)].append(r)
+    for o in starred:
+        pool = suppressed_pool.get(others(out[o]))
+        if not pool:
+            problems.append(f"suppressed output row {o + 1} matches no remaining input row")
+            continue
+        aligned[pool.pop()] = out[o]
+    if problems:
+        return None, problems[:20]
+    return [row for row in aligned if row is not None], []
+
+
+def verify_release(
+    raw_columns: Sequence[str],
+    raw_rows: Sequence[Sequence[Any]],
+    out_columns: Sequence[str],
+    out_rows: Sequence[Sequence[Any]],
+    config: Any,
+    hierarchies: Mapping[str, Any],
+    transformation: Mapping[str, int],
+) -> list[str]:
+    """Check a permuted release (every input row once, in any order) against the pooled input."""
+    aligned, problems = align_release(raw_columns, raw_rows, out_columns, out_rows,
+                                      list(_cfg(config, "quasi_identifiers")), hierarchies, transformation)
+    if aligned is None:
+        return problems
+    return verify_anonymized(raw_columns, raw_rows, raw_columns, aligned, config, hierarchies,
+                             transformation=transformation)

@@ -1,0 +1,362 @@
+"""Independent reference anonymizer: plain Python, straight from the definitions.
+
+Why it exists: `engine/exhaustive.py` reuses the engine's own preparation, grouping,
+model checks, loss functions and tie-break, so comparing Flash with it only proves
+that the pruning is sound. This module shares NO code with `fedanon.engine` (it
+imports nothing from fedanon; files are read with the stdlib `csv` module). It
+works on the rows themselves: every cell is generalized through a dict built from
+the hierarchy rows, classes are dicts of row indices, each privacy model is judged
+from its textbook definition (dissertation §2.4), every metric is computed cell by
+cell from its formula (§2.6 and the suppression-aware variant of §3.6.2), the whole
+lattice is enumerated, and the optimum is chosen by the documented tie-break
+(README "Semantics": lowest loss, then lower total level, then the lexicographically
+smaller level vector). It is deliberately slow: use it on small tables only.
+
+Where the engine's documented definitions differ from the dissertation's formulas
+the reference implements the engine's documented definition (the one under test)
+and offers the dissertation's literal form next to it, with the relation checked
+in `tests/test_reference.py`:
+
+* precision / precision-star: the dissertation defines PM and PM* as *precision*
+  (1 = unchanged, higher is better, eqs. 2.20/2.21); the engine minimizes, so it
+  reports 1 − PM and 1 − PM*. Same optimum. `precision_dissertation`.
+* AECS: eq. 2.24 divides by the class size the model implies (p = k or ℓ); the
+  engine reports the unnormalized n / #classes. p is constant during a run, so
+  the optimum is the same and the dissertation value is engine / p.
+  `aecs_dissertation`. Suppressed rows count as one class (they are one class of
+  the output table: every QI cell is ``*``), which makes AECS non-monotone with
+  suppression as §3.7 (Flash_2P example) assumes.
+* DM*: eq. 2.26 writes the sum over *non-suppressed* classes, while Abbildung 2.15
+  lists DM* as monotone and ignoring suppression, and the FLASH implementation of
+  the dissertation's authors (`org.deidentifier.flash.metric.MetricDMStar`) sums
+  |E|² over *all* classes. The engine follows table 2.15 and the implementation;
+  the formula's "E ∉ O" contradicts the stated properties (summing only kept
+  classes rewards suppression), so the engine's reading is the right one.
+  `discernibility_star_dissertation_literal` gives the formula as printed.
+* entropy (EM) with suppression: §3.6.2 defines the suppression term only for
+  non-uniform entropy (eq. 3.5, −Σ log2 Y). The engine adds the analogous
+  −Σ Y·log2 Y to EM; the reference does the same (documented extension).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+SUPPRESSED = "*"
+EPS = 1e-9  # README: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
+METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
+           "discernibility-star", "entropy", "nonuniform-entropy")
+
+
+# ----------------------------------------------------------------------------- input
+def read_table(path: str | Path, delimiter: str = ";") -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a `;`-separated table (stdlib csv, no fedanon code)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        lines = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+    return lines[0], lines[1:]
+
+
+def read_hierarchy(path: str | Path, delimiter: str = ";") -> list[list[str]]:
+    """ARX hierarchy rows: a leaf value followed by its generalization at each level."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [row for row in csv.reader(fh, delimiter=delimiter) if row]
+
+
+@dataclass
+class Model:
+    """What to anonymize for; plain data, deliberately not the engine's config class."""
+
+    qis: list[str]
+    k: int = 1
+    l_diversity: tuple[str, float, float | None, str] | None = None  # (variant, l, c, attribute)
+    t_closeness: tuple[float, str, str] | None = None  # (t, "equal" | "hierarchical", attribute)
+    delta_presence: tuple[float, float] | None = None  # (dmin, dmax)
+    subset: list[bool] | None = None  # research subset flags (δ-presence)
+    suppression: float = 0.0
+    metric: str = "nonuniform-entropy"
+
+    @property
+    def implied_class_size(self) -> int:
+        """p of eq. 2.24: k for k-anonymity, ℓ for ℓ-diversity (the larger if both)."""
+        p = self.k
+        if self.l_diversity is not None:
+            p = max(p, int(math.ceil(self.l_diversity[1] - EPS)))
+        return max(p, 1)
+
+
+class Tree:
+    """One hierarchy as dicts: leaf -> value per level, and leaves below each value."""
+
+    def __init__(self, rows: Sequence[Sequence[str]]) -> None:
+        self.rows = [list(r) for r in rows]
+        self.height = len(self.rows[0])  # number of levels incl. level 0
+        self.gen = {r[0]: r for r in self.rows}
+        self.leaves_below: list[Counter] = [Counter(r[level] for r in self.rows) for level in range(self.height)]
+
+    @property
+    def max_level(self) -> int:
+        return self.height - 1
+
+    def at(self, value: str, level: int) -> str:
+        return self.gen[value][level]
+
+
+@dataclass
+class NodeResult:
+    levels: tuple[int, ...]
+    classes: dict[tuple[str, ...], list[int]]
+    failing: set[tuple[str, ...]] = field(default_factory=set)
+    suppressed_rows: set[int] = field(default_factory=set)
+    anonymous: bool = False
+    loss: float = math.inf
+
+
+# ----------------------------------------------------------------------------- models
+def shannon(counts: Iterable[int], log=math.log) -> float:
+    counts = [c for c in counts if c]
+    total = sum(counts)
+    return -sum(c / total * log(c / total) for c in counts)
+
+
+def l_diverse(values: Sequence[str], variant: str, l: float, c: float | None) -> bool:
+    """Machanavajjhala et al. (dissertation §2.4.2, eq. 2.1)."""
+    counts = Counter(values)
+    if variant == "distinct":
+        return len(counts) >= l - EPS
+    if variant == "entropy":
+        return shannon(counts.values()) >= math.log(l) - EPS
+    r = sorted(counts.values(), reverse=True)  # r_1 >= r_2 >= ... >= r_m
+    return r[0] < c * sum(r[int(l) - 1:])  # r_1 < c (r_l + ... + r_m)
+
+
+def emd_equal(p: dict[str, float], q: dict[str, float]) -> float:
+    """Eq. 2.3: ½ Σ |p_i − q_i|."""
+    keys = set(p) | set(q)
+    return 0.5 * sum(abs(p.get(v, 0.0) - q.get(v, 0.0)) for v in keys)
+
+
+def emd_hierarchical(p: dict[str, float], q: dict[str, float], tree: Tree) -> float:
+    """Eqs. 2.4–2.8: Σ over inner nodes N of height(N)/H · min(pos_extra(N), neg_extra(N))."""
+    H = tree.max_level
+    if H == 0:
+        return 0.0
+    extra = {leaf: p.get(leaf, 0.0) - q.get(leaf, 0.0) for leaf in tree.gen}  # eq. 2.8, leaves
+    cost = 0.0
+    for level in range(1, H + 1):
+        children: dict[str, dict[str, float]] = defaultdict(dict)
+        for row in tree.rows:
+            children[row[level]][row[level - 1]] = extra[row[level - 1]]
+        extra = {}
+        for parent, kids in children.items():
+            xs = list(kids.values())
+            pos = sum(x for x in xs if x > 0)  # eq. 2.6
+            neg = sum(-x for x in xs if x < 0)  # eq. 2.7
+            cost += level / H * min(pos, neg)  # eq. 2.5
+            extra[parent] = sum(xs)  # eq. 2.8, inner node
+    return cost
+
+
+def distribution(values: Sequence[str]) -> dict[str, float]:
+    counts = Counter(values)
+    return {v: c / len(values) for v, c in counts.items()}
+
+
+# ----------------------------------------------------------------------------- reference
+class Reference:
+    """Brute-force optimal full-domain generalization with tuple suppression."""
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[str]],
+                 hierarchies: dict[str, Sequence[Sequence[str]]], model: Model) -> None:
+        self.columns = list(columns)
+        self.rows = [list(r) for r in rows]
+        self.model = model
+        self.n = len(self.rows)
+        self.trees = {q: Tree(hierarchies[q]) for q in model.qis}
+        self.qi_col = [self.columns.index(q) for q in model.qis]
+        self.limit = math.floor(model.suppression * self.n + 1e-9)
+        self.sensitive_tree = None
+        if model.t_closeness is not None and model.t_closeness[1] == "hierarchical":
+            self.sensitive_tree = Tree(hierarchies[model.t_closeness[2]])
+        if model.t_closeness is not None:
+            col = self.columns.index(model.t_closeness[2])
+            self.overall = distribution([r[col] for r in self.rows])  # whole input (README)
+
+    # -- lattice ------------------------------------------------------------------
+    def nodes(self) -> list[tuple[int, ...]]:
+        """Every node, in the documented stable order: total level, then lexicographic."""
+        ranges = [range(self.trees[q].height) for q in self.model.qis]
+        return sorted(itertools.product(*ranges), key=lambda lv: (sum(lv), lv))
+
+    def generalize(self, row: Sequence[str], levels: Sequence[int]) -> tuple[str, ...]:
+        return tuple(self.trees[q].at(row[c], lv) for q, c, lv in zip(self.model.qis, self.qi_col, levels))
+
+    # -- models -------------------------------------------------------------------
+    def class_ok(self, members: list[int]) -> bool:
+        m = self.model
+        if (m.k > 1 or (m.l_diversity is None and m.t_closeness is None and m.delta_presence is None)) \
+                and len(members) < m.k:
+            return False
+        if m.l_diversity is not None:
+            variant, l, c, attr = m.l_diversity
+            col = self.columns.index(attr)
+            if not l_diverse([self.rows[i][col] for i in members], variant, l, c):
+                return False
+        if m.t_closeness is not None:
+            t, kind, attr = m.t_closeness
+            col = self.columns.index(attr)
+            p = distribution([self.rows[i][col] for i in members])
+            d = emd_equal(p, self.overall) if kind == "equal" else emd_hierarchical(p, self.overall, self.sensitive_tree)
+            if d > t + EPS:
+                return False
+        if m.delta_presence is not None:
+            dmin, dmax = m.delta_presence
+            inside = sum(1 for i in members if m.subset[i])
+            if inside and not (dmin - EPS <= inside / len(members) <= dmax + EPS):
+                return False
+        return True
+
+    def evaluate(self, levels: Sequence[int]) -> NodeResult:
+        classes: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for i, row in enumerate(self.rows):
+            classes[self.generalize(row, levels)].append(i)
+        res = NodeResult(tuple(levels), dict(classes))
+        res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
+        res.suppressed_rows = {i for key in res.failing for i in classes[key]}
+        res.anonymous = len(res.suppressed_rows) <= self.limit
+        if res.anonymous:
+            res.loss = self.metric(res)
+        return res
+
+    # -- metrics (cell by cell) -----------------------------------------------------
+    def metric(self, res: NodeResult, name: str | None = None) -> float:
+        return getattr(self, "m_" + (name or self.model.metric).replace("-", "_"))(res)
+
+    def _mh(self, q: str) -> int:
+        return self.trees[q].max_level
+
+    def m_height(self, res: NodeResult) -> float:
+        """Eq. 2.19: Σ k_i."""
+        return float(sum(res.levels))
+
+    def m_precision_star(self, res: NodeResult) -> float:
+        """1 − PM* (eq. 2.21): mean over QIs of k_i / mh_i."""
+        return sum(lv / self._mh(q) if self._mh(q) else 0.0 for q, lv in zip(self.model.qis, res.levels)) / len(self.model.qis)
+
+    def m_precision(self, res: NodeResult) -> float:
+        """1 − PM (eq. 2.20) over cells; a suppressed cell is maximally generalized (= 1)."""
+        total = 0.0
+        for i in range(self.n):
+            for q, lv in zip(self.model.qis, res.levels):
+                if i in res.suppressed_rows:
+                    total += 1.0
+                else:
+                    total += lv / self._mh(q) if self._mh(q) else 0.0
+        return total / (self.n * len(self.model.qis))
+
+    def m_loss(self, res: NodeResult) -> float:
+        """Eq. 2.22: mean over cells of (L_R − 1)/(L_top − 1); suppressed cells count 1."""
+        total = 0.0
+        for i, row in enumerate(self.rows):
+            for q, c, lv in zip(self.model.qis, self.qi_col, res.levels):
+                tree = self.trees[q]
+                if i in res.suppressed_rows:
+                    total += 1.0
+                    continue
+                top = len(tree.rows)
+                if top > 1:
+                    total += (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
+        return total / (self.n * len(self.model.qis))
+
+    def m_aecs(self, res: NodeResult) -> float:
+        """n / (classes of the output table): kept classes + one class of all suppressed rows."""
+        kept = len(res.classes) - len(res.failing)
+        return self.n / (kept + (1 if res.failing else 0))
+
+    def m_discernibility(self, res: NodeResult) -> float:
+        """Eq. 2.25: Σ_{E∉O} |E|² + Σ_{E∈O} m·|E|."""
+        return float(sum(len(m) ** 2 if key not in res.failing else self.n * len(m)
+                         for key, m in res.classes.items()))
+
+    def m_discernibility_star(self, res: NodeResult) -> float:
+        """DM* as in table 2.15 / FLASH: Σ |E|² over all classes (suppression ignored)."""
+        return float(sum(len(m) ** 2 for m in res.classes.values()))
+
+    def _x(self, i: int, qi: int, level: int) -> float:
+        """Eq. 2.28: X(i, j, k) = |rows with j's original value| / |rows with j's value at level k|."""
+        q, c = self.model.qis[qi], self.qi_col[qi]
+        tree = self.trees[q]
+        value = self.rows[i][c]
+        same = sum(1 for r in self.rows if r[c] == value)
+        same_gen = sum(1 for r in self.rows if tree.at(r[c], level) == tree.at(value, level))
+        return same / same_gen
+
+    def _y(self, i: int, qi: int, level: int, suppressed: set[int]) -> float:
+        """Eq. 3.3: Y = |suppressed rows with i's value at level k| / |S|."""
+        q, c = self.model.qis[qi], self.qi_col[qi]
+        tree = self.trees[q]
+        mine = tree.at(self.rows[i][c], level)
+        return sum(1 for j in suppressed if tree.at(self.rows[j][c], level) == mine) / len(suppressed)
+
+    def m_nonuniform_entropy(self, res: NodeResult) -> float:
+        """Eqs. 2.29 + 3.5: −Σ_cells log2 X − Σ_{QIs} Σ_{j∈S} log2 Y."""
+        total = 0.0
+        for qi, lv in enumerate(res.levels):
+            for i in range(self.n):
+                total -= math.log2(self._x(i, qi, lv))
+            for i in res.suppressed_rows:
+                total -= math.log2(self._y(i, qi, lv, res.suppressed_rows))
+        return total
+
+    def m_entropy(self, res: NodeResult) -> float:
+        """Eq. 2.27 (−Σ X log2 X) plus the analogous suppression term −Σ Y log2 Y (engine's extension)."""
+        total = 0.0
+        for qi, lv in enumerate(res.levels):
+            for i in range(self.n):
+                x = self._x(i, qi, lv)
+                total -= x * math.log2(x)
+            for i in res.suppressed_rows:
+                y = self._y(i, qi, lv, res.suppressed_rows)
+                total -= y * math.log2(y)
+        return total
+
+    # -- dissertation-literal variants (see module docstring) -------------------------
+    def precision_dissertation(self, res: NodeResult) -> float:
+        """PM of eq. 2.20 (higher = better)."""
+        return 1.0 - self.m_precision(res)
+
+    def aecs_dissertation(self, res: NodeResult) -> float:
+        """Eq. 2.24: m / (EC · p)."""
+        return self.m_aecs(res) / self.model.implied_class_size
+
+    def discernibility_star_dissertation_literal(self, res: NodeResult) -> float:
+        """Eq. 2.26 as printed: Σ_{E∉O} |E|²."""
+        return float(sum(len(m) ** 2 for key, m in res.classes.items() if key not in res.failing))
+
+    # -- search ---------------------------------------------------------------------------
+    def optimum(self) -> NodeResult | None:
+        """Best anonymous node: lowest loss (1e-9 relative tolerance = tie), then stable order."""
+        best: NodeResult | None = None
+        for levels in self.nodes():  # stable order, so the first of tied nodes is kept
+            res = self.evaluate(levels)
+            if not res.anonymous:
+                continue
+            if best is None or res.loss < best.loss - 1e-9 * max(1.0, abs(best.loss)):
+                best = res
+        return best
+
+    def output(self, res: NodeResult) -> list[list[str]]:
+        """The released table: QI cells generalized, suppressed rows `*` in every QI."""
+        out = []
+        for i, row in enumerate(self.rows):
+            new = list(row)
+            gen = self.generalize(row, res.levels)
+            for c, value in zip(self.qi_col, gen):
+                new[c] = SUPPRESSED if i in res.suppressed_rows else value
+            out.append(new)
+        return out

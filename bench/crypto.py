@@ -301,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     machine = {"cores": parallel.available_cores(), "workers": workers, "python": platform.python_version(),
                "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                "quick": q, "load_average_at_start": load_at_start}
-    result = {"machine": machine, "primitives": prims, "protocol_a_adult_vertical": proj,
+    kinds = {  # measured = timed in this run; projected = operation count x a rate timed in this run;
+               # quoted = a figure from the dissertation, not measured here
+        "primitives": "measured", "paillier_packing": "measured",
+        "protocol_a_adult_vertical": "projected (dissertation figures in it: quoted rate x the same ops)",
+        "protocol_c_adult_counters": "projected, except paillier_final_counter_decrypt_s_packed: measured",
+        "ratios": "measured rates against quoted dissertation rates or rates measured in this run",
+    }
+    result = {"figure_kinds": kinds, "machine": machine, "primitives": prims, "protocol_a_adult_vertical": proj,
               "paillier_packing": packing,
               "protocol_c_adult_counters": proto_c, "ratios": refs}
     _print(result)
@@ -334,12 +341,12 @@ def _print(r: dict) -> None:
     t2.add_column("value", justify="right")
     t2.add_row("set sizes (TIDs + distinct values incl. hierarchies)", ", ".join(map(str, pa["set_sizes"])))
     t2.add_row("commutative ops per party / total", f"{pa['commutative_ops_per_party']:,} / {pa['commutative_ops_total']:,}")
-    t2.add_row("EC, one machine per party (s), measured wall clock", f"{pa['seconds_per_party_own_machine_ec']:.2f}")
-    t2.add_row("EC, one machine per party (s), idle machine (CPU-time based)",
+    t2.add_row("EC, one machine per party (s), projected from wall-clock rates of this run", f"{pa['seconds_per_party_own_machine_ec']:.2f}")
+    t2.add_row("EC, one machine per party (s), projected for an idle machine (CPU-time rates)",
                f"{pa['seconds_per_party_own_machine_ec_idle_cpu_based']:.2f}")
-    t2.add_row("EC, all 3 parties on this machine (s)", f"{pa['seconds_all_parties_this_machine_ec']:.2f}")
-    t2.add_row("dissertation EC-PH at 3,000 ops/s (s)", f"{pa['seconds_per_party_dissertation_ec_ph_3000ops']:.1f}")
-    t2.add_row("PH-3072 on this machine, per party (s)", f"{pa['seconds_per_party_ph3072_this_machine']:.0f}")
+    t2.add_row("EC, all 3 parties on this machine (s), projected", f"{pa['seconds_all_parties_this_machine_ec']:.2f}")
+    t2.add_row("dissertation EC-PH at 3,000 ops/s (s), quoted rate × ops", f"{pa['seconds_per_party_dissertation_ec_ph_3000ops']:.1f}")
+    t2.add_row("PH-3072 on this machine, per party (s), projected", f"{pa['seconds_per_party_ph3072_this_machine']:.0f}")
     t2.add_row("speed-up vs dissertation / vs PH-3072 (same run)",
                f"{pa['speedup_vs_dissertation']:.1f}x / {pa['speedup_vs_ph3072_same_run']:.0f}x")
     c.print(t2)
@@ -356,16 +363,17 @@ def _print(r: dict) -> None:
     t3.add_row("bytes to key holder unpacked / packed", f"{pk['bytes_to_keyholder_unpacked']:,} / {pk['bytes_to_keyholder_packed']:,}")
     c.print(t3)
     pc = r["protocol_c_adult_counters"]
-    t5 = Table(title=f"Protocol C, ADULT + 25 % pseudotuples: {pc['counters']:,} row counters (all cores)")
+    t5 = Table(title=f"Protocol C, ADULT + 25 % pseudotuples: {pc['counters']:,} row counters (all cores); "
+               "projected = counters / rate measured in this run")
     t5.add_column("cipher")
     t5.add_column("seconds", justify="right")
     t5.add_column("bytes on the wire", justify="right")
-    t5.add_row("encrypt: Paillier-3072, phe (reference)", f"{pc['paillier3072_phe_encrypt_s_all_cores']:.0f}", f"{pc['bytes_paillier']:,}")
-    t5.add_row("encrypt: Paillier-3072, own (DJN)", f"{pc['paillier3072_djn_encrypt_s_all_cores']:.1f}", f"{pc['bytes_paillier']:,}")
-    t5.add_row("encrypt: ElGamal secp256k1", f"{pc['elgamal_encrypt_s_all_cores']:.2f}", f"{pc['bytes_elgamal']:,}")
-    t5.add_row("final pseudotuple filter, Paillier, one decryption per row",
+    t5.add_row("encrypt: Paillier-3072, phe (reference), projected", f"{pc['paillier3072_phe_encrypt_s_all_cores']:.0f}", f"{pc['bytes_paillier']:,}")
+    t5.add_row("encrypt: Paillier-3072, own (DJN), projected", f"{pc['paillier3072_djn_encrypt_s_all_cores']:.1f}", f"{pc['bytes_paillier']:,}")
+    t5.add_row("encrypt: ElGamal secp256k1, projected", f"{pc['elgamal_encrypt_s_all_cores']:.2f}", f"{pc['bytes_elgamal']:,}")
+    t5.add_row("final pseudotuple filter, Paillier, one decryption per row, projected",
                f"{pc['paillier_final_counter_decrypt_s_one_per_row_all_cores']:.0f}", "")
-    t5.add_row("final pseudotuple filter, Paillier, packed by the key holder",
+    t5.add_row("final pseudotuple filter, Paillier, packed by the key holder, measured",
                f"{pc['paillier_final_counter_decrypt_s_packed']:.2f}", "")
     c.print(t5)
     t4 = Table(title="Ratios")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import socket
 import ssl
@@ -73,7 +74,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=None, help="also write the measured runs as JSON")
     args = ap.parse_args()
+    runs = []
     table = Table(title=f"{args.mib} MiB payload, 127.0.0.1, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     for col in ("run", "gRPC+mTLS s", "MiB/s", "raw TLS s", "MiB/s", "gRPC / raw time", "receiver peak RSS MiB"):
         table.add_column(col, justify="right")
@@ -86,7 +89,13 @@ def main() -> int:
             raw_s = raw_tls_seconds(net.cert_dir, args.mib)
             table.add_row(str(i + 1), f"{grpc_s:.2f}", f"{args.mib / grpc_s:.0f}", f"{raw_s:.2f}",
                           f"{args.mib / raw_s:.0f}", f"{grpc_s / raw_s:.2f}", f"{rss:.0f}")
+            runs.append({"grpc_mtls_s": grpc_s, "raw_tls_s": raw_s, "receiver_peak_rss_mib": rss})
     Console().print(table)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "figure_kinds": "measured (gRPC run and the raw TLS reference, same run)", "mib": args.mib,
+            "cores": os.cpu_count(), "python": sys.version.split()[0], "load_average": os.getloadavg(),
+            "runs": runs}, indent=2) + "\n")
     return 0
 
 

@@ -53,7 +53,8 @@ def test_simulate_matches_anonymize_with_delta_presence(tmp_path: Path, split: s
     sim_out, sim_report, ref_out = tmp_path / "sim.csv", tmp_path / "sim.json", tmp_path / "ref.csv"
     assert main(["simulate", "--protocol", "B", "--split", split, "--parties", "2", str(EXAMPLE / "example.csv"),
                  *model, "--output", str(sim_out), "--report", str(sim_report), "-q"]) == 0
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *model, "--output", str(ref_out), "-q"]) == 0
+    # --verify re-reads ref.csv with the independent verifier; sim.csv equal to it is verified too
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *model, "--output", str(ref_out), "--verify", "-q"]) == 0
     assert _rows(sim_out) == _rows(ref_out)
     report = json.loads(sim_report.read_text())
     assert report["simulation"]["transport"].startswith("gRPC")

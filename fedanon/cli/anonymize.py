@@ -316,13 +316,16 @@ def run(args: argparse.Namespace) -> int:
         report["research_subset_rows"] = int(subset.sum())
         report["suppressed_subset_rows"] = int((suppressed & subset).sum())
     if args.verify:
-        from fedanon.engine.verify import verify_anonymized
+        from fedanon.engine.verify import verify_output_file
 
+        # re-read what was written: the file is the result, not the rows in memory
         out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]
-        problems = verify_anonymized(kept, released.rows(), kept, out_rows, config, hierarchies,
-                                     research_subset=subset, transformation=result.transformation,
-                                     suppressed=suppressed, reported_suppressed_rows=result.suppressed_rows,
-                                     reported_classes=result.classes)
+        problems = verify_output_file(spec.output, spec.delimiter, kept, released.rows(), config, hierarchies,
+                                      encoding=spec.encoding, written=keep.tolist(), unwritten_rows=out_rows,
+                                      research_subset=subset,
+                                      transformation=result.transformation, suppressed=suppressed,
+                                      reported_suppressed_rows=result.suppressed_rows,
+                                      reported_classes=result.classes)
         report["verified"] = not problems
         report["violations"] = problems[:20]
     if spec.report is not None or args.html is not None:

@@ -312,7 +312,7 @@ def search_and_apply(
         outcome = FlashSearch(prep.lattice, checker, progress).run()
         node_levels = None if outcome.node is None else prep.lattice.node_levels(outcome.node)
         best_loss, checks, algorithm, tagged, optimum_found = (outcome.loss, outcome.checks, outcome.algorithm,
-                                                               outcome.tagged, True)
+                                                               outcome.tagged, outcome.optimum_found)
     else:
         h = HeuristicSearch(prep.lattice, checker, limits.time_limit, progress).run()
         node_levels, best_loss, checks, algorithm, tagged = h.levels, h.loss, h.checks, h.algorithm, 0

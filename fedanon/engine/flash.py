@@ -56,6 +56,10 @@ class SearchOutcome:
     checks: int
     tagged: int
     algorithm: str
+    # True iff this search proves `node` optimal: it evaluated, tagged or bound-pruned every
+    # node of the lattice (Flash always does). A search that stops early -- a heuristic, a
+    # time limit -- must set it False; the result reports it as `optimum_found`.
+    optimum_found: bool = True
 
 
 class FlashSearch:

@@ -28,7 +28,7 @@ class AnonymizationResult:
     rollups: int
     elapsed_s: float
     lattice_size: int
-    optimum_found: bool
+    optimum_found: bool  # the search that ran proves it optimal (SearchOutcome.optimum_found)
     algorithm: str = ""
     tagged: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

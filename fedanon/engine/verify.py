@@ -417,3 +417,54 @@ def verify_release(
         return problems
     return verify_anonymized(raw_columns, raw_rows, raw_columns, aligned, config, hierarchies,
                              transformation=transformation)
+
+
+def verify_output_file(
+    path: Any,
+    delimiter: str,
+    raw_columns: Sequence[str],
+    raw_rows: Sequence[Sequence[Any]],
+    config: Any,
+    hierarchies: Mapping[str, Any],
+    *,
+    written: Sequence[bool],
+    unwritten_rows: Sequence[Sequence[Any]],
+    encoding: str = "utf-8",
+    research_subset: Sequence[bool] | None = None,
+    transformation: Mapping[str, int] | None = None,
+    suppressed: Sequence[bool] | None = None,
+    reported_suppressed_rows: int | None = None,
+    reported_classes: int | None = None,
+) -> list[str]:
+    """Re-read the written output file and verify what it holds (`fedanon anonymize --verify`).
+
+    Checking the rows in memory would miss every fault between them and the disk
+    (column order, quoting, encoding, dropped rows). `written[i]` says whether input
+    row i was written (all rows; without δ-presence's non-subset rows and, with
+    --drop-suppressed, without suppressed ones), in input order. Rows that were not
+    written still belong to the population classes the models are judged on; they
+    are taken from `unwritten_rows` (the output in memory, aligned with the input).
+    The file may omit input columns (columns that are never released), never add any.
+    """
+    from fedanon.engine.csvio import read_table_csv  # reading files is I/O, not the engine's search path
+
+    header, file_rows = read_table_csv(path, delimiter, encoding)
+    unknown = [c for c in header if c not in raw_columns]
+    if unknown or len(set(header)) != len(header):
+        return [f"{path}: header {header} has columns that are not input columns (or repeats one): {unknown}"]
+    needed = list(_cfg(config, "quasi_identifiers")) + [
+        _sub(m, "attribute") for m in (_cfg(config, "l_diversity"), _cfg(config, "t_closeness")) if m is not None]
+    lacking = [c for c in needed if c not in header]
+    if lacking:
+        return [f"{path}: columns {lacking} the privacy model needs are missing from the file"]
+    expected = sum(1 for w in written if w)
+    if len(file_rows) != expected:
+        return [f"{path}: {len(file_rows)} data rows, expected {expected}"]
+    index = [list(raw_columns).index(c) for c in header]
+    raw = [[row[i] for i in index] for row in raw_rows]
+    pending = iter(file_rows)
+    aligned = [next(pending) if w else [_b(row[i]).decode("utf-8", "backslashreplace") for i in index]
+               for w, row in zip(written, unwritten_rows)]
+    return verify_anonymized(header, raw, header, aligned, config, hierarchies, research_subset,
+                             transformation=transformation, suppressed=suppressed,
+                             reported_suppressed_rows=reported_suppressed_rows, reported_classes=reported_classes)

@@ -51,7 +51,7 @@ from typing import Iterable, Sequence
 SUPPRESSED = "*"
 EPS = 1e-9  # README: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
 METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-           "discernibility-star", "entropy", "nonuniform-entropy")
+           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
 
 
 # ----------------------------------------------------------------------------- input
@@ -312,6 +312,10 @@ class Reference:
             for i in res.suppressed_rows:
                 total -= math.log2(self._y(i, qi, lv, res.suppressed_rows))
         return total
+
+    def m_nonuniform_entropy_monotonic(self, res: NodeResult) -> float:
+        """Eq. 2.29 / 3.2 alone: −Σ_cells log2 X over all rows, suppression not charged (monotone)."""
+        return -sum(math.log2(self._x(i, qi, lv)) for qi, lv in enumerate(res.levels) for i in range(self.n))
 
     def m_entropy(self, res: NodeResult) -> float:
         """Eq. 2.27 (−Σ X log2 X) plus the analogous suppression term −Σ Y log2 Y (engine's extension)."""

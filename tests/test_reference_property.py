@@ -33,7 +33,7 @@ QIS = ["a", "b", "c"]
 HEIGHTS = ([3, 4], [2, 3], [4, 5])  # lattice of 24 to 60 nodes
 SENSITIVE_TREE = [["s0", "resp", "*"], ["s1", "resp", "*"], ["s2", "dig", "*"], ["s3", "dig", "*"]]
 MODELS = ("k", "distinct-l", "entropy-l", "recursive-l", "t-equal", "t-hierarchical", "delta")
-EXAMPLES = 30  # per model × metric pair: 63 pairs, ~1,900 cases in total
+EXAMPLES = 30  # per model × metric pair: 70 pairs, ~2,100 cases in total
 
 
 @st.composite

@@ -160,6 +160,8 @@ def main() -> int:
             results["scale"].append({"distribution": distribution, "rows": args.scale_rows,
                                      "transport": args.scale_transport, **m, "equal_to_central": ok})
     if args.json:
+        results["figure_kinds"] = {"*_s, *bytes*": "measured in this run", "vs_dissertation": "measured / quoted §4.6"}
+        results["load_average_at_end"] = os.getloadavg()
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     bad = [r for r in results["adult"] + results["scale"] if not r["equal_to_central"]]
     return 1 if bad else 0

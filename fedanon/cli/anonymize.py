@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         # re-read what was written: the file is the result, not the rows in memory
         out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]
         problems = verify_output_file(spec.output, spec.delimiter, kept, released.rows(), config, hierarchies,
-                                      encoding=spec.encoding, written=keep.tolist(), unwritten_rows=out_rows,
+                                      written=keep.tolist(), unwritten_rows=out_rows,  # output is UTF-8
                                       research_subset=subset,
                                       transformation=result.transformation, suppressed=suppressed,
                                       reported_suppressed_rows=result.suppressed_rows,

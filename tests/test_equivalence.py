@@ -112,4 +112,5 @@ def test_demo_example_in_memory_reports_ok(capsys) -> None:
     """The demo's own comparison (both splits) on the example, threads instead of daemons: quick."""
     assert main(["demo", "--dataset", "example", "--in-memory", "--parties", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.count("OK: identical to the centralized anonymization") == 2 and "MISMATCH" not in out
+    # one line per protocol and split (B, and A where registered), never a mismatch
+    assert out.count("OK: identical to the centralized anonymization") >= 2 and "MISMATCH" not in out

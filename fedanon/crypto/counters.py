@@ -58,8 +58,21 @@ class CounterPublicKey(ABC):
         """Parse the row counters once; pass the result to every `class_sums` call."""
 
     @abstractmethod
+    def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
+        """Encrypted per-class sums, in a form `sum_by_class` accepts again (roll-up: sums of
+        a finer node's classes give a coarser node's) and `sums_message` sends."""
+
+    @abstractmethod
+    def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
+        """The message with `sums` (in `order`, e.g. a random permutation); `upper_bounds[j]`
+        bounds sum j (rows summed into it, pseudotuples included)."""
+
     def class_sums(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> bytes:
         """The helper's message to the key holder: encrypted sizes of classes 0..n_classes-1."""
+        sizes = [0] * n_classes
+        for j in class_ids:
+            sizes[j] += 1
+        return self.sums_message(self.sum_by_class(loaded, class_ids, n_classes), sizes)
 
 
 class CounterPrivateKey(ABC):
@@ -113,14 +126,18 @@ class PaillierCounterPublicKey(CounterPublicKey):
     def load(self, ciphertexts: Sequence[bytes]) -> object:
         return self.key.ciphertexts_from_bytes(b"".join(ciphertexts))
 
-    def class_sums(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> bytes:
-        sums = self.key.sum_by_class(loaded, class_ids, n_classes)
-        sizes = [0] * n_classes
-        for j in class_ids:
-            sizes[j] += 1
-        packer = paillier.CountPacker(self.key, max(1, max(sizes, default=1)))
-        packed = packer.pack(sums, upper_bounds=sizes)
-        return bytes([_TAG["paillier"]]) + struct.pack(">HI", packer.slot_bits, n_classes) + \
+    def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
+        return self.key.sum_by_class(loaded, class_ids, n_classes)  # type: ignore[arg-type]
+
+    def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
+        values: list = list(sums)  # type: ignore[call-overload]
+        bounds = list(upper_bounds)
+        if order is not None:
+            values = [values[j] for j in order]
+            bounds = [bounds[j] for j in order]
+        packer = paillier.CountPacker(self.key, max(1, max(bounds, default=1)))
+        packed = packer.pack(values, upper_bounds=bounds)
+        return bytes([_TAG["paillier"]]) + struct.pack(">HI", packer.slot_bits, len(values)) + \
             self.key.ciphertexts_to_bytes(packed)
 
 
@@ -178,15 +195,35 @@ class ElGamalCounterPublicKey(CounterPublicKey):
     def load(self, ciphertexts: Sequence[bytes]) -> object:
         return elgamal.CiphertextVector(ciphertexts)
 
-    def class_sums(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> bytes:
-        sizes = [0] * n_classes
-        for j in class_ids:
-            sizes[j] += 1
-        sums = loaded.sum_by_class(class_ids, n_classes)
+    def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
+        vector = loaded.vector if isinstance(loaded, _ElGamalSums) else loaded
+        return _ElGamalSums(vector.sum_by_class(class_ids, n_classes))  # type: ignore[union-attr]
+
+    def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
+        blobs = sums.blobs if isinstance(sums, _ElGamalSums) else list(sums)  # type: ignore[call-overload]
+        if order is not None:
+            blobs = [blobs[j] for j in order]
         # Send only a power-of-two bound (like Paillier's slot width), not the exact largest
         # class size including pseudotuples.
-        bound = (1 << max(sizes, default=0).bit_length()) - 1
-        return bytes([_TAG["elgamal"]]) + struct.pack(">II", bound, n_classes) + b"".join(sums)
+        bound = (1 << int(max(upper_bounds, default=0)).bit_length()) - 1
+        return bytes([_TAG["elgamal"]]) + struct.pack(">II", bound, len(blobs)) + b"".join(blobs)
+
+
+class _ElGamalSums:
+    """Per-class ElGamal sums: the wire bytes, parsed again only if they are rolled up."""
+
+    def __init__(self, blobs: list[bytes]) -> None:
+        self.blobs = blobs
+        self._vector: elgamal.CiphertextVector | None = None
+
+    def __len__(self) -> int:
+        return len(self.blobs)
+
+    @property
+    def vector(self) -> elgamal.CiphertextVector:
+        if self._vector is None:
+            self._vector = elgamal.CiphertextVector(self.blobs)
+        return self._vector
 
 
 class ElGamalCounterPrivateKey(CounterPrivateKey):

@@ -1,0 +1,93 @@
+"""Pseudotuples for Protocol C: fake rows that hide the true class sizes from the helper.
+
+Strategy ("resample", the only one): a fake row starts as a copy of a random real row
+of this party; then every column is, independently with probability 1/2, replaced by
+the value of that column in another, independently drawn real row of this party (at
+least one column is always replaced). Why this one:
+
+* every value a fake row carries is a value this party really has, so the party's
+  hierarchies already cover it -- no new hierarchy rules, nothing new to encrypt, and a
+  value never betrays a pseudotuple by being unusual;
+* each column's value distribution over the fakes equals the party's real one, so
+  per-value frequencies give the helper no handle on which rows are fake;
+* the *joint* distribution -- which the helper turns into class sizes at every node --
+  is masked: fakes fall into existing classes (inflating them by unknown amounts) and
+  into new combinations (classes that hold no real row at all).
+
+What it does not do: it does not change the marginal distribution the helper sees
+(the mixture of real and fake rows has the real marginals in expectation). A value
+distribution is what Protocol B's helper learns too; C's gain is that the helper no
+longer learns the *sizes* of the classes the search forms. The share of fakes is
+configurable (option `pseudotuples`, a fraction of the party's real rows, default 0.25,
+the dissertation's value): more fakes mask more, cost proportionally more counter
+encryption, bytes and grouping time.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+
+from fedanon.errors import ProtocolError
+
+DEFAULT_SHARE = 0.25
+MAX_SHARE = 10.0
+
+
+def pseudotuple_share(options: dict) -> float:
+    """The configured share (fraction of real rows), validated."""
+    value = options.get("pseudotuples", DEFAULT_SHARE)
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"option pseudotuples must be a number (share of real rows), got {value!r}") from None
+    if not 0.0 <= share <= MAX_SHARE:
+        raise ProtocolError(f"option pseudotuples must be between 0 and {MAX_SHARE:g}, got {share:g}")
+    return share
+
+
+def pseudotuple_count(real_rows: int, share: float) -> int:
+    return int(round(real_rows * share))
+
+
+def resample_rows(rows: list[list[str]], count: int, fixed: set[int] | None = None,
+                  rng: np.random.Generator | None = None) -> list[list[str]]:
+    """`count` fake rows built from `rows` as the module docstring says.
+
+    `fixed` column indexes are left out of the mixing and filled by the caller
+    (the TID column in a vertical split).
+    """
+    if count <= 0:
+        return []
+    if not rows:
+        raise ProtocolError("cannot make pseudotuples for a party without rows")
+    rng = rng or np.random.default_rng(secrets.randbits(128))
+    width = len(rows[0])
+    mixable = [c for c in range(width) if c not in (fixed or set())]
+    base = rng.integers(0, len(rows), count)
+    donors = rng.integers(0, len(rows), (count, width))
+    replace = rng.random((count, width)) < 0.5
+    if mixable:
+        none = ~replace[:, mixable].any(axis=1)
+        forced = rng.choice(mixable, size=int(none.sum()))
+        replace[np.flatnonzero(none), forced] = True
+    out = []
+    for i in range(count):
+        row = list(rows[int(base[i])])
+        for c in mixable:
+            if replace[i, c]:
+                row[c] = rows[int(donors[i, c])][c]
+        out.append(row)
+    return out
+
+
+def fake_tids(count: int, taken: set[str]) -> list[str]:
+    """Fresh TIDs for vertical pseudotuples (shared by every primary, unknown to the helper)."""
+    out: list[str] = []
+    while len(out) < count:
+        tid = "pseudo-" + secrets.token_hex(16)
+        if tid not in taken:
+            out.append(tid)
+            taken.add(tid)
+    return out

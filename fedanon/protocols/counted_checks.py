@@ -152,7 +152,7 @@ class EncryptedCountChecker(Checker):
         if not self.attributes:
             out["sizes"] = (self.key.sum_by_class(self.counters.real, ids, n_classes), sizes)
         for attr, (cell_ids, bounds) in cells.items():
-            out[f"h/{attr}"] = (self.key.sum_by_class(self.counters.real, cell_ids.tolist(), len(bounds)), bounds)
+            out[f"hist/{attr}"] = (self.key.sum_by_class(self.counters.real, cell_ids.tolist(), len(bounds)), bounds)
         if self.counters.subset is not None:
             out["subset"] = (self.key.sum_by_class(self.counters.subset, ids, n_classes), sizes)
         return out
@@ -168,7 +168,7 @@ class EncryptedCountChecker(Checker):
         for attr in self.attributes:
             d = self.grouper.sensitive_sizes[attr]
             cell_ids = (mapping[:, None] * d + np.arange(d, dtype=np.int64)).ravel()
-            out[f"h/{attr}"] = (self.key.sum_by_class(base[f"h/{attr}"], cell_ids.tolist(), n * d),
+            out[f"hist/{attr}"] = (self.key.sum_by_class(base[f"hist/{attr}"], cell_ids.tolist(), n * d),
                                 classes.stats.histograms[attr].ravel())
         if self.counters.subset is not None:
             out["subset"] = (self.key.sum_by_class(base["subset"], ids, n), classes.stats.sizes)
@@ -200,8 +200,8 @@ class EncryptedCountChecker(Checker):
         perm = random_permutation(n)  # position p of the message holds class perm[p]
         message: dict[str, bytes] = {}
         for name, (s, bounds) in sums.items():
-            if name.startswith("h/"):
-                d = self.grouper.sensitive_sizes[name[2:]]
+            if name.startswith("hist/"):
+                d = self.grouper.sensitive_sizes[name.split("/", 1)[1]]
                 order = (perm[:, None] * d + np.arange(d)).ravel().tolist()
             else:
                 order = perm.tolist()
@@ -300,7 +300,7 @@ class CountJudge:
         return np.asarray(self.key.decrypt_class_counts(blob, count, workers=self.workers), dtype=np.int64)
 
     def _stats(self, parts: dict[str, bytes], n: int) -> ClassStats:
-        hists = {a: self._decrypt(parts, f"h/{a}", n * d).reshape(n, d) for a, d in self.sensitive.items()}
+        hists = {a: self._decrypt(parts, f"hist/{a}", n * d).reshape(n, d) for a, d in self.sensitive.items()}
         if hists:
             sizes = next(iter(hists.values())).sum(axis=1)
         else:

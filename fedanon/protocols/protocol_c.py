@@ -1,0 +1,493 @@
+"""Protocol C (§4.4.5): Protocol B's star plus pseudotuples and encrypted row counters.
+
+The helper integrates and searches as in B, but every primary has padded its share with
+pseudotuples (`pseudotuples.py`) and every row carries a counter -- 1 real, 0 fake --
+encrypted under a key only the *key holder* (the result recipient) can open. The helper
+therefore never learns a true class size; the key holder learns class sizes (and, for
+the distribution-based models, per-class sensitive histograms / subset counts) of each
+tested node in a permuted order, never a cell. See `counted_checks.py` for the check.
+
+encrypt    primary    -> helper     c/hello          schema facts, X25519 key (+ binding); key holder: counter public key
+           helper     -> primary    c/roster         ok + everyone's keys + the counter key, or why the run stops
+           leader     -> helper     c/keys-for/P     column keys sealed for P (relayed as c/keys)
+           primary    -> helper     c/data           encrypted, padded, permuted share + hierarchies + TID tokens
+                                                     + encrypted counters (horizontal: every party; vertical:
+                                                     the leader's real-row counters, the subset holder's subset counters)
+integrate  helper     -> primary    c/integrated     ok (failures stop the run everywhere)
+anonymize  helper     -> key holder c/setup          encrypted totals + sensitive hierarchy structure
+           key holder -> helper     c/facts          suppression limit, monotonicity flags, implied k
+           helper     -> key holder c/check          per node: permuted, packed encrypted class sums (DONE at the end)
+           key holder -> helper     c/answer         anonymous / strict / implied-k, loss, bound
+decrypt    helper     -> key holder c/result         generalized table with pseudotuples, re-permuted, + its counters
+           helper     -> others     c/done           the report (no data)
+
+The key holder decrypts the row counters, drops the pseudotuples, suppresses the classes
+that fail on the true rows (the same rule the engine applies), releases the research
+subset (delta-presence) and decrypts the cells. Options: `pseudotuples` (share of real
+rows, default 0.25), `counters` ("paillier" default, or "elgamal").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from fedanon.crypto.counters import (
+    COUNTER_SCHEMES,
+    DEFAULT_COUNTER_SCHEME,
+    CounterPrivateKey,
+    CounterPublicKey,
+    counter_public_key_from_bytes,
+    generate_counter_key,
+)
+from fedanon.crypto.deterministic import generate_key
+from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
+from fedanon.engine.anonymizer import generalize, prepare_structure, search
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import NoSolutionError
+from fedanon.engine.table import EncodedTable
+from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols import codec
+from fedanon.protocols.api import RoleContext, RoleOutcome
+from fedanon.protocols.cellcrypt import (
+    SUPPRESSED,
+    ColumnCiphers,
+    decode_columns,
+    encode_share,
+    random_permutation,
+    token_keys,
+)
+from fedanon.protocols.counted_checks import (
+    CountJudge,
+    EncryptedCountChecker,
+    JudgeFacts,
+    RowCounters,
+    check_supported,
+)
+from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.keyshare import (
+    bind_hello,
+    keys_context,
+    receive_bundle,
+    roster_bindings,
+    send_bundles,
+    verified_publics,
+)
+from fedanon.protocols.pseudotuples import pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.roles import (
+    Hello,
+    LocalFailure,
+    PhaseTimer,
+    Roster,
+    Verdict,
+    guarded,
+    mark_shared,
+    receive_control,
+    role_report,
+    send_control,
+    shared_error,
+    stop_run,
+)
+from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
+
+PROTOCOL = "C"
+PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
+#: the last c/check message: the search is over
+DONE = codec.pack_message({"control": b'{"done": true}'})
+#: slot bound for the final row counters (0/1): 2-bit slots, so a counter of 2 or 3 is caught
+_ROW_COUNTER_BOUND = 3
+
+
+def counter_scheme(options: dict[str, Any]) -> str:
+    scheme = str(options.get("counters", DEFAULT_COUNTER_SCHEME)).lower()
+    if scheme not in COUNTER_SCHEMES:
+        raise ProtocolError(f"option counters must be one of {list(COUNTER_SCHEMES)}, got {scheme!r}")
+    return scheme
+
+
+def _counter_key_context(run_id: str) -> bytes:
+    return b"fedanon/C/v1/counter-key/" + run_id.encode("utf-8")
+
+
+def fake_tid(tid_key: bytes, i: int) -> str:
+    """TID of the i-th vertical pseudotuple: every primary derives the same one from the shared
+    TID key; the helper sees only its join token, like any other TID's."""
+    return "pseudotuple-" + hmac.new(tid_key, b"fedanon/C/pseudotuple/%d" % i, hashlib.sha256).hexdigest()[:32]
+
+
+def _split_counters(blob: bytes, rows: int, what: str) -> list[bytes]:
+    if rows == 0 or len(blob) % rows:
+        raise ProtocolError(f"{what}: {len(blob)} bytes do not split into {rows} counters")
+    w = len(blob) // rows
+    return [blob[i:i + w] for i in range(0, len(blob), w)]
+
+
+# ----------------------------------------------------------------------------- primary
+
+
+@guarded
+def run_primary(ctx: RoleContext) -> RoleOutcome:
+    """A data holder: pad with pseudotuples, encrypt, send; the key holder also judges and decrypts."""
+    return _Primary(ctx).run()
+
+
+class _Primary:
+    def __init__(self, ctx: RoleContext) -> None:
+        if ctx.local is None:
+            raise ProtocolError(f"primary {ctx.me!r} has no local data")
+        if not ctx.settings.helpers:
+            raise ProtocolError("Protocol C needs a helper party, but the run names none")
+        self.ctx = ctx
+        self.me = ctx.me
+        self.settings = ctx.settings
+        self.local = ctx.local
+        self.transport = ctx.transport
+        self.timer = PhaseTimer(ctx.transport)
+        self.helper = self.settings.helpers[0]
+        self.leader = self.settings.primaries[0]
+        self.key_holder = self.settings.result_recipient
+        self.vertical = self.settings.distribution == "vertical"
+        self.identity = KeyAgreementIdentity.generate(self.me)
+        self.tls: tuple[bytes, bytes, bytes] | None = getattr(ctx.transport, "tls_identity", None)
+        self.counter_key: CounterPrivateKey | None = None
+
+    # -- encrypt -----------------------------------------------------------------------
+    def _hello(self) -> tuple[Roster, CounterPublicKey]:
+        config = self.settings.config
+        problems = local_checks(self.me, self.local, config, self.settings.distribution)
+        hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        bind_hello(hello, self.identity, self.tls, PROTOCOL, self.settings.run_id)
+        parts: dict[str, bytes] = {}
+        if self.me == self.key_holder:
+            self.counter_key = generate_counter_key(counter_scheme(self.settings.options))
+            parts["counter_key"] = self.counter_key.public_key.to_bytes()
+            if self.tls is not None:  # so nobody accepts a counter key the helper swapped in
+                parts["counter_key_signature"] = sign_public_key(self.tls[1], parts["counter_key"],
+                                                                 _counter_key_context(self.settings.run_id))
+        send_control(self.transport, self.helper, "c/hello", hello, **parts)
+        roster, rparts = receive_control(self.transport, self.helper, "c/roster", Roster, "roster")
+        if problems:
+            roster.raise_if_stopped("details at this party: " + LocalFailure(problems).private)
+            raise mark_shared(ProtocolError(LocalFailure(problems).private))
+        roster.raise_if_stopped()
+        blob = codec.require_part(rparts, "counter_key", "roster")
+        if self.tls is not None and self.me != self.key_holder:
+            binding = roster.bindings.get(self.key_holder)
+            if not binding:
+                raise ProtocolError(f"key holder {self.key_holder!r} did not bind its counter key")
+            verify_public_key(binding["certificate"].encode("ascii"), self.tls[2], self.key_holder, blob,
+                              codec.require_part(rparts, "counter_key_signature", "roster"),
+                              _counter_key_context(self.settings.run_id))
+        if self.counter_key is not None and blob != self.counter_key.public_key.to_bytes():
+            raise ProtocolError("the roster carries a counter key that is not the key holder's")
+        return roster, counter_public_key_from_bytes(blob)
+
+    def _agree_keys(self, roster: Roster) -> dict[str, bytes]:
+        publics = verified_publics(self.me, roster, self.tls, PROTOCOL, self.settings.run_id)
+        context = keys_context(PROTOCOL, self.settings.run_id)
+        if self.me != self.leader:
+            return receive_bundle(self.identity, self.transport, self.helper, self.leader, publics, "c/keys", context)
+        tid = roster.tid_column if self.vertical else None
+        keys = {c: generate_key() for c in roster.columns}
+        if tid:
+            keys[tid] = generate_key()
+        bundles = {}
+        for party in self.settings.primaries:
+            if party == self.me:
+                continue
+            wanted = set(keys)
+            if self.vertical and party != self.key_holder:  # an owner needs only its columns and the TID
+                wanted = {tid} | {c for c, o in roster.owners.items() if o == party}
+            bundles[party] = {c: k for c, k in keys.items() if c in wanted}
+        send_bundles(self.identity, self.transport, self.helper, publics, bundles, "c/keys-for", context)
+        return keys
+
+    def _share(self, roster: Roster, keys: dict[str, bytes], counter_key: CounterPublicKey) -> bytes:
+        """Pad with pseudotuples, permute, encrypt cells, hierarchies, TIDs and counters."""
+        config = self.settings.config
+        local = self.local
+        ciphers = ColumnCiphers(self.settings.run_id, keys)
+        tid = local.tid_column if self.vertical else None
+        columns = [c for c in local.columns if c != tid]
+        if not self.vertical:
+            columns = list(roster.columns)
+        fixed = {local.columns.index(tid)} if tid else set()
+        fakes = resample_rows(local.rows, pseudotuple_count(len(local.rows), pseudotuple_share(self.settings.options)),
+                              fixed)
+        if tid:
+            t = local.columns.index(tid)
+            for i, row in enumerate(fakes):
+                row[t] = fake_tid(keys[tid], i)
+        rows = list(local.rows) + fakes
+        real = np.r_[np.ones(len(local.rows), bool), np.zeros(len(fakes), bool)]
+        perm = random_permutation(len(rows))
+        table = encode_share(columns, rows, [local.columns.index(c) for c in columns], perm)
+        parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
+        if tid:
+            t = local.columns.index(tid)
+            tokens = np.frombuffer(ciphers.tid_tokens(tid, [row[t] for row in rows]), dtype=np.uint8)
+            parts["tids"] = tokens.reshape(len(rows), -1)[perm].tobytes()
+        for column in needed_hierarchies(config):
+            if column in columns:  # the full agreed hierarchy covers every pseudotuple value
+                h = local.hierarchies[column]
+                shuffled = [h.rows[i] for i in random_permutation(len(h.rows)).tolist()]
+                parts[f"h/{column}"] = codec.encode_hierarchy(
+                    ciphers.encrypt_hierarchy(Hierarchy(column, shuffled, h.source), column))
+        if not self.vertical or self.me == self.leader:
+            parts["counters/real"] = b"".join(counter_key.encrypt_counters(real[perm].tolist()))
+        if config.delta_presence is not None and local.research_subset is not None:
+            flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
+            parts["counters/subset"] = b"".join(counter_key.encrypt_counters((flags & real)[perm].tolist()))
+        return codec.pack_message(parts)
+
+    # -- key holder: judge, then filter and decrypt -----------------------------------------
+    def _judge(self) -> CountJudge:
+        assert self.counter_key is not None
+        judge = CountJudge(self.counter_key, self.settings.config, self.transport.receive(self.helper, "c/setup"))
+        self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
+        while True:
+            request = self.transport.receive(self.helper, "c/check")
+            if request == DONE:
+                return judge
+            self.transport.send(self.helper, "c/answer", judge.answer(request))
+
+    def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+        assert self.counter_key is not None
+        notice, parts = receive_control(self.transport, self.helper, "c/result", Verdict, "result")
+        notice.raise_if_stopped()
+        table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
+        n = table.n_rows
+        real = np.asarray(self.counter_key.decrypt_class_counts(
+            codec.require_part(parts, "counters/real", "result"), n, workers=None), dtype=np.int64)
+        if ((real != 0) & (real != 1)).any():
+            raise ProtocolError("a row counter of the result is not 0 or 1")
+        keep = real == 1
+        subset = None
+        if "counters/subset" in parts:
+            subset = np.asarray(self.counter_key.decrypt_class_counts(parts["counters/subset"], n, workers=None),
+                                dtype=np.int64)[keep] == 1
+        qis = list(self.settings.config.quasi_identifiers)
+        qi_index = [table.column_index(q) for q in qis]
+        codes = table.codes[keep].copy()
+        sensitive = {a: codes[:, table.column_index(a)].astype(np.int64) for a in judge.sensitive}
+        failing = judge.failing_rows(codes[:, qi_index], sensitive, subset)
+        dictionaries = [list(d) for d in table.dictionaries]
+        if failing.any():
+            for ci in qi_index:
+                if SUPPRESSED not in dictionaries[ci]:
+                    dictionaries[ci].append(SUPPRESSED)
+                codes[failing, ci] = dictionaries[ci].index(SUPPRESSED)
+        released = subset if subset is not None and self.settings.config.delta_presence is not None else None
+        if released is not None:
+            codes = codes[released]
+        out = EncodedTable(list(table.columns), codes, dictionaries)
+        ciphers = ColumnCiphers(self.settings.run_id, keys)
+        plain = []
+        for column, dictionary in zip(out.columns, out.dictionaries):
+            values = ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis)
+            try:
+                plain.append([v.decode("utf-8") for v in values])
+            except UnicodeDecodeError:
+                raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
+        facts = {**notice.report, "suppressed_rows": int(failing.sum()), "rows_released": int(out.n_rows),
+                 "pseudotuples_dropped": int(n - keep.sum())}
+        return list(out.columns), decode_columns(out, plain), facts
+
+    def run(self) -> RoleOutcome:
+        timer = self.timer
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            roster, counter_key = self._hello()
+            keys = self._agree_keys(roster)
+            self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
+        with timer.phase("integrate"):
+            verdict, _ = receive_control(self.transport, self.helper, "c/integrated", Verdict, "integration verdict")
+            verdict.raise_if_stopped()
+        if self.me == self.key_holder:
+            with timer.phase("anonymize"):
+                judge = self._judge()
+            with timer.phase("decrypt"):
+                outcome.output_columns, outcome.output_rows, facts = self._final(judge, keys)
+            outcome.report.update({"key_holder_checks": judge.checks, **facts})
+        else:
+            with timer.phase("decrypt"):
+                done, _ = receive_control(self.transport, self.helper, "c/done", Verdict, "completion notice")
+                done.raise_if_stopped()
+                outcome.report.update(done.report)
+        outcome.report.update(role_report(self.ctx, PROTOCOL, "primary", timer, PHASES))
+        return outcome
+
+
+# ----------------------------------------------------------------------------- helper
+
+
+@guarded
+def run_helper(ctx: RoleContext) -> RoleOutcome:
+    """The helper: integrate padded ciphertext, search with encrypted counts, hand the result over."""
+    return _Helper(ctx).run()
+
+
+class _Helper:
+    def __init__(self, ctx: RoleContext) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.transport = ctx.transport
+        self.primaries = self.settings.primaries
+        self.timer = PhaseTimer(ctx.transport)
+        self.key_holder = self.settings.result_recipient
+        self.vertical = self.settings.distribution == "vertical"
+        if not self.primaries:
+            raise ProtocolError("Protocol C needs at least one primary party")
+
+    def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
+        """Collect hellos; answer with the roster or stop everyone before data moves."""
+        settings = self.settings
+        received = {p: receive_control(self.transport, p, "c/hello", Hello, f"hello of {p!r}") for p in self.primaries}
+        hellos = {p: h for p, (h, _) in received.items()}
+        errors: list[str] = []
+        verdict = None
+        try:
+            settings.config.validate()
+            check_supported(settings.config)
+            counter_scheme(settings.options)
+            pseudotuple_share(settings.options)
+            if settings.options.get("per_party_keys"):
+                raise ProtocolError("option per_party_keys is not available in Protocol C")
+            if self.key_holder not in self.primaries:
+                raise ProtocolError(f"result recipient (key holder) {self.key_holder!r} is not a primary party")
+            verdict = check_schemas(settings.distribution, settings.config, {p: h.summary() for p, h in hellos.items()})
+            errors.extend(verdict.errors)
+        except FedanonError as exc:
+            errors.append(f"invalid run configuration: {exc}")
+        key_parts = received.get(self.key_holder, (None, {}))[1]
+        if not errors and "counter_key" not in key_parts:
+            errors.append(f"key holder {self.key_holder!r} sent no counter key")
+        if errors:
+            message = "run stopped before any data was sent: " + "; ".join(errors)
+            for p in self.primaries:
+                send_control(self.transport, p, "c/roster", Roster(ok=False, error=message))
+            raise shared_error(message)
+        tid = hellos[self.primaries[0]].tid_column if self.vertical else None
+        roster = Roster(ok=True, columns=verdict.columns, owners=verdict.owners, tid_column=tid,
+                        public_keys={p: h.public_key for p, h in hellos.items()}, bindings=roster_bindings(hellos))
+        counter = {k: v for k, v in key_parts.items() if k in ("counter_key", "counter_key_signature")}
+        for p in self.primaries:
+            send_control(self.transport, p, "c/roster", roster, **counter)
+        return roster, counter, tid, verdict
+
+    def _integrate(self, shares: dict[str, dict[str, bytes]], tid: str | None, verdict: Any,
+                   counter_key: CounterPublicKey) -> tuple[EncodedTable, dict[str, Hierarchy], RowCounters, list[bytes]]:
+        tables = {p: codec.decode_table(codec.require_part(s, "table", f"data of {p!r}"), f"table of {p!r}")
+                  for p, s in shares.items()}
+        h_shares: dict[str, list[tuple[str, Hierarchy]]] = {}
+        for p, s in shares.items():
+            for name, blob in s.items():
+                if name.startswith("h/"):
+                    h_shares.setdefault(name[2:], []).append((p, codec.decode_hierarchy(blob, f"hierarchy of {p!r}")))
+        merged = merge_all_hierarchies(h_shares)
+        errors = list(merged.height_mismatch)
+        errors += [f"hierarchies of column {c.column!r} disagree between parties {c.parties[0]!r} and "
+                   f"{c.parties[1]!r} at level {c.level}" for c in merged.conflicts]
+        missing = [c for c in needed_hierarchies(self.settings.config) if c not in merged.hierarchies]
+        if missing:
+            errors.append(f"no party sent a hierarchy for column(s) {missing}")
+        if errors:
+            raise stop_run(self.ctx, "run stopped during integration: " + "; ".join(errors), "integration")
+
+        def counters(p: str, name: str) -> list[bytes]:
+            return _split_counters(codec.require_part(shares[p], name, f"data of {p!r}"), tables[p].n_rows,
+                                   f"{name} of {p!r}")
+
+        delta = self.settings.config.delta_presence is not None
+        if not self.vertical:
+            table = append_tables([tables[p] for p in self.primaries])
+            real = [c for p in self.primaries for c in counters(p, "counters/real")]
+            subset = [c for p in self.primaries for c in counters(p, "counters/subset")] if delta else None
+        else:
+            keyed = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
+                                   f"data of {p!r}") for p in self.primaries}
+            mismatch = check_tids(keyed)
+            if mismatch is not None:
+                raise stop_run(self.ctx, "run stopped during integration: TID sets differ between the parties "
+                                         "(pseudotuples included)", "integration")
+            table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, keyed)
+            leader = self.primaries[0]
+            real = [counters(leader, "counters/real")[i] for i in alignment[leader].tolist()]
+            subset = None
+            if delta:
+                holder = verdict.subset_holder
+                rows = counters(holder, "counters/subset")
+                subset = [rows[i] for i in alignment[holder].tolist()]
+        loaded = RowCounters(counter_key.load(real), None if subset is None else counter_key.load(subset))
+        return table, merged.hierarchies, loaded, real
+
+    def _ask(self, request: bytes) -> bytes:
+        self.transport.send(self.key_holder, "c/check", request)
+        return self.transport.receive(self.key_holder, "c/answer")
+
+    def run(self) -> RoleOutcome:
+        settings = self.settings
+        config = settings.config
+        transport = self.transport
+        timer = self.timer
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            roster, counter, tid, verdict = self._roster()
+            counter_key = counter_public_key_from_bytes(counter["counter_key"])
+            leader = self.primaries[0]
+            for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
+                transport.send(p, "c/keys", transport.receive(leader, f"c/keys-for/{p}"))
+            shares = {p: codec.unpack_message(transport.receive(p, "c/data"), f"data of {p!r}")
+                      for p in self.primaries}
+        with timer.phase("integrate"):
+            table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)
+            for p in self.primaries:
+                send_control(transport, p, "c/integrated", Verdict(ok=True))
+        with timer.phase("anonymize"):
+            try:
+                structure = prepare_structure(table, hierarchies, config, require_subset=False)
+            except FedanonError as exc:
+                raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
+            checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
+            transport.send(self.key_holder, "c/setup", checker.setup_request())
+            facts = json.loads(transport.receive(self.key_holder, "c/facts"))
+            checker.adopt(JudgeFacts(**facts))
+            try:
+                found = search(structure, checker)
+            except NoSolutionError as exc:
+                raise stop_run(self.ctx, str(exc), "no-solution") from None
+            transport.send(self.key_holder, "c/check", DONE)
+        with timer.phase("decrypt"):
+            levels = structure.lattice.node_levels(found.node)
+            output = generalize(structure, levels)
+            n = output.n_rows
+            perm = random_permutation(n)
+            parts = {"table": codec.encode_table(EncodedTable(list(output.columns), output.codes[perm],
+                                                              output.dictionaries))}
+            every_row = list(range(n))
+            bounds = [_ROW_COUNTER_BOUND] * n
+            parts["counters/real"] = counter_key.sums_message(
+                counter_key.sum_by_class(counters.real, every_row, n), bounds, perm.tolist())
+            if counters.subset is not None:
+                parts["counters/subset"] = counter_key.sums_message(
+                    counter_key.sum_by_class(counters.subset, every_row, n), bounds, perm.tolist())
+            report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
+                      "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
+                      "rollups": checker.rollups, "lattice_size": structure.lattice.size,
+                      "algorithm": found.algorithm, "rows_with_pseudotuples": n,
+                      "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
+            send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
+            for p in self.primaries:
+                if p != self.key_holder:
+                    send_control(transport, p, "c/done", Verdict(ok=True, report=report))
+        outcome.report.update(report)
+        outcome.report.update(role_report(self.ctx, PROTOCOL, "helper", timer, PHASES))
+        return outcome
+
+
+ROLES = {"primary": run_primary, "helper": run_helper}

@@ -1,0 +1,311 @@
+"""Protocol C over the in-memory transport: equals the centralized engine, and leaks no counts.
+
+Matrix: horizontal / vertical, 2 and 3 primaries, k-anonymity, recursive-(c,l)-diversity,
+t-closeness (equal and hierarchical) and delta-presence, with and without suppression,
+both counter schemes (ElGamal for the matrix, Paillier on a smaller set: its 3072-bit
+key generation dominates a small run). Daemon runs are in test_protocol_c_integration.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedanon
+from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.engine.csvio import read_table_csv
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.result import NoSolutionError
+from fedanon.errors import ProtocolError
+from fedanon.protocols import codec
+from fedanon.protocols.api import LocalData, RunSettings
+from fedanon.protocols.equivalence import centralized, differences
+from fedanon.protocols.local_run import LocalRun, run_in_memory
+from fedanon.protocols.split import split_horizontal, split_vertical
+
+DATA = Path(fedanon.__file__).parent / "data"
+EX_QIS = ["age", "sex", "zipcode"]
+ADULT_QIS = ["sex", "age", "race", "marital-status", "education"]
+
+
+def _load(name: str, attrs: list[str]):
+    columns, rows = read_table_csv(DATA / name / f"{name}.csv")
+    return columns, rows, {a: Hierarchy.read_csv(DATA / name / f"{name}_hierarchy_{a}.csv", a) for a in attrs}
+
+
+@pytest.fixture(scope="module")
+def example():
+    return _load("example", EX_QIS + ["diagnosis"])
+
+
+@pytest.fixture(scope="module")
+def adult_sample():
+    columns, rows, hierarchies = _load("adult", ADULT_QIS + ["salary-class"])
+    pick = np.random.default_rng(20240502).choice(len(rows), size=400, replace=False)
+    keep = ADULT_QIS + ["salary-class"]
+    idx = [columns.index(c) for c in keep]
+    return keep, [[rows[i][j] for j in idx] for i in sorted(pick.tolist())], hierarchies
+
+
+def run_c(columns, rows, hierarchies, config, distribution, n, subset=None, options=None, record=False
+          ) -> tuple[LocalRun, dict[str, LocalData]]:
+    split = split_horizontal if distribution == "horizontal" else split_vertical
+    shares = split(columns, rows, n, research_subset=subset)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    parties = {f"p{i + 1}": "primary" for i in range(n)}
+    parties["helper"] = "helper"
+    settings = RunSettings(f"c-{distribution}-{n}", "C", distribution, config, parties, "p1",
+                           {"counters": "elgamal", **(options or {})})
+    return run_in_memory(settings, local, record=record, timeout_s=300), local
+
+
+def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset=None, options=None) -> LocalRun:
+    try:
+        central = centralized(columns, rows, hierarchies, config, subset)
+    except NoSolutionError:
+        central = None
+    run, _ = run_c(columns, rows, hierarchies, config, distribution, n, subset, options)
+    everyone = [f"p{i + 1}" for i in range(n)] + ["helper"]
+    if central is None:
+        assert sorted(run.errors) == sorted(everyone), run.errors
+        assert all(isinstance(e, NoSolutionError) for e in run.errors.values()), run.errors
+        return run
+    assert not run.errors, run.errors
+    out = run.outcomes["p1"]
+    released = len(rows) if subset is None else int(np.sum(subset))
+    assert out.output_rows is not None and len(out.output_rows) == released  # pseudotuples gone
+    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
+    assert out.report["pseudotuples_dropped"] > 0
+    assert all(run.outcomes[p].output_rows is None for p in everyone if p != "p1")
+    assert run.outcomes["helper"].report["information_loss"] == pytest.approx(central.result.information_loss)
+    return run
+
+
+MODELS = {
+    "k": lambda qis, s, supp, metric: AnonymizationConfig(qis, k=2, suppression=supp, metric=metric),
+    "recursive-l": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, k=1, l_diversity=LDiversity("recursive", 2, s, c=4), suppression=supp, metric=metric),
+    "t-equal": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, t_closeness=TCloseness(0.3, "equal", s), suppression=supp, metric=metric),
+    "t-hierarchical": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, t_closeness=TCloseness(0.2, "hierarchical", s), suppression=supp, metric=metric),
+    "delta": lambda qis, s, supp, metric: AnonymizationConfig(
+        qis, k=2, delta_presence=DeltaPresence(0.0, 0.6), suppression=supp, metric=metric),
+}
+
+
+def _subset(n_rows: int) -> np.ndarray:
+    return np.array([i % 3 == 0 for i in range(n_rows)])
+
+
+@pytest.mark.parametrize("suppression", [0.0, 0.25])
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_example_equals_centralized(example, distribution, n, model, suppression):
+    columns, rows, hierarchies = example
+    config = MODELS[model](EX_QIS, "diagnosis", suppression, "aecs" if model == "recursive-l" else "discernibility")
+    subset = _subset(len(rows)) if model == "delta" else None
+    assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset)
+
+
+def test_example_reference_optimum(example):
+    """The dissertation's example (§4.4.5.2): 2-anonymity -> (1, 0, 3), as centralized."""
+    columns, rows, hierarchies = example
+    run = assert_equivalent(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2, metric="height"),
+                            "vertical", 3)
+    assert run.outcomes["p1"].report["transformation"] == {"age": 1, "sex": 0, "zipcode": 3}
+
+
+@pytest.mark.parametrize("model,suppression,metric", [
+    ("k", 0.0, "loss"), ("k", 0.02, "precision"), ("recursive-l", 0.02, "discernibility"),
+    ("t-hierarchical", 0.02, "loss"), ("t-equal", 0.0, "aecs"), ("delta", 0.02, "discernibility-star"),
+])
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_adult_sample_equals_centralized(adult_sample, distribution, model, suppression, metric):
+    columns, rows, hierarchies = adult_sample
+    config = MODELS[model](ADULT_QIS, "salary-class", suppression, metric)
+    if model == "k":
+        config.k = 5
+    subset = _subset(len(rows)) if model == "delta" else None
+    assert_equivalent(columns, rows, hierarchies, config, distribution, 3, subset)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("distribution,model,suppression", [
+    ("horizontal", "k", 0.0), ("vertical", "recursive-l", 0.25), ("horizontal", "t-hierarchical", 0.25),
+    ("vertical", "delta", 0.0),
+])
+def test_paillier_counters_equal_centralized(example, distribution, model, suppression):
+    columns, rows, hierarchies = example
+    config = MODELS[model](EX_QIS, "diagnosis", suppression, "loss")
+    subset = _subset(len(rows)) if model == "delta" else None
+    assert_equivalent(columns, rows, hierarchies, config, distribution, 2, subset, {"counters": "paillier"})
+
+
+def test_pseudotuple_share_is_configurable(example):
+    columns, rows, hierarchies = example
+    config = AnonymizationConfig(EX_QIS, k=2, metric="loss")
+    run = assert_equivalent(columns, rows, hierarchies, config, "horizontal", 2, options={"pseudotuples": 1.0})
+    assert run.outcomes["p1"].report["pseudotuples_dropped"] == len(rows)
+    assert run.outcomes["helper"].report["rows_with_pseudotuples"] == 2 * len(rows)
+
+
+@pytest.mark.parametrize("options,needle", [
+    ({"counters": "rsa"}, "option counters"),
+    ({"pseudotuples": -1}, "option pseudotuples"),
+    ({"per_party_keys": True}, "per_party_keys"),
+])
+def test_bad_options_stop_every_party_before_data_moves(example, options, needle):
+    columns, rows, hierarchies = example
+    run, _ = run_c(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2, metric="loss"), "horizontal", 2,
+                   options=options)
+    assert sorted(run.errors) == ["helper", "p1", "p2"]
+    assert all(needle in str(e) for e in run.errors.values()), run.errors
+
+
+def test_entropy_metric_is_refused_for_every_party(example):
+    columns, rows, hierarchies = example
+    run, _ = run_c(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2, metric="nonuniform-entropy"),
+                   "vertical", 2)
+    assert sorted(run.errors) == ["helper", "p1", "p2"]
+    assert all("does not support metric" in str(e) for e in run.errors.values())
+    assert all(isinstance(e, ProtocolError) for e in run.errors.values())
+
+
+def test_no_solution_stops_everyone(example):
+    columns, rows, hierarchies = example
+    config = AnonymizationConfig(EX_QIS, k=9, metric="loss")  # 8 rows: impossible without suppression
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 2)
+    assert sorted(run.errors) == ["helper", "p1", "p2"]
+    assert all(isinstance(e, NoSolutionError) for e in run.errors.values()), run.errors
+
+
+# ----------------------------------------------------------------------------- leakage
+
+
+def _received(run: LocalRun, party: str) -> list[tuple[str, str, bytes]]:
+    return [(sender, topic, blob) for sender, topic, blob in run.transports[party].recorded]
+
+
+def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample):
+    """The helper's inbound bytes never hold a class size in the clear; the key holder,
+    during the search, receives no cell ciphertext (only sums, structure, weights)."""
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, suppression=0.02, metric="discernibility",
+                                 l_diversity=LDiversity("distinct", 2, "salary-class"))
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 3, record=True)
+    assert not run.errors, run.errors
+    helper_in = _received(run, "helper")
+    answers = [blob for sender, topic, blob in helper_in if topic == "c/answer"]
+    assert answers and all(set(json.loads(a)) == {"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"}
+                           for a in answers)
+    facts = [json.loads(blob) for _, topic, blob in helper_in if topic == "c/facts"]
+    assert set(facts[0]) == {"suppression_limit", "anonymity_monotone", "strict_monotone", "metric_monotone",
+                             "implied_k"}
+    # what primaries send the helper: ciphertext tables, TID tokens, hierarchies and encrypted
+    # counters -- never research-subset flags or any count in the clear
+    for sender, topic, blob in helper_in:
+        if topic == "c/data":
+            parts = codec.unpack_message(blob)
+            assert set(parts) - {p for p in parts if p.startswith("h/")} <= {"table", "tids", "counters/real"}
+            width = len(parts["counters/real"]) // codec.decode_table(parts["table"]).n_rows
+            cts = [parts["counters/real"][i:i + width] for i in range(0, len(parts["counters/real"]), width)]
+            assert len(set(cts)) == len(cts)  # semantically secure: Enc(0)s and Enc(1)s all differ
+    # the key holder during the search: encrypted sums, structure and weights -- no cell
+    checks = [blob for sender, topic, blob in _received(run, "p1") if topic in ("c/setup", "c/check")]
+    assert len(checks) > 2
+    for blob in checks:
+        parts = codec.unpack_message(blob)
+        for name, body in parts.items():
+            if name == "control":
+                assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
+                                                 "top", "map_shapes"}
+            elif name.startswith("map/"):  # the sensitive hierarchy's shape (integers), no values
+                assert len(body) % 4 == 0
+            else:
+                assert name in ("sizes", "subset", "weights") or name.startswith("hist/"), name
+                if name != "weights":
+                    assert body[0] in (0x50, 0x45)  # a counter-sum message (Paillier / ElGamal)
+
+
+def _features(table_codes: np.ndarray, counters: list[bytes]) -> np.ndarray:
+    """Everything the helper has per row: cell codes, how common its values and its whole
+    combination are in the table it holds, the counter ciphertext bytes."""
+    n, q = table_codes.shape
+    feats = [table_codes.astype(np.float64)]
+    for j in range(q):
+        freq = np.bincount(table_codes[:, j])[table_codes[:, j]]
+        feats.append(freq[:, None].astype(np.float64))
+    _, inverse, counts = np.unique(table_codes, axis=0, return_inverse=True, return_counts=True)
+    feats.append(counts[inverse.ravel()][:, None].astype(np.float64))
+    ct = np.array([list(c[:16]) for c in counters], dtype=np.float64)
+    feats.append(ct)
+    return np.hstack(feats)
+
+
+def _knn_accuracy(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, k: int = 15) -> float:
+    mu, sd = x[train].mean(0), x[train].std(0) + 1e-9
+    z = (x - mu) / sd
+    d = ((z[test][:, None, :] - z[train][None, :, :]) ** 2).sum(-1)
+    nearest = np.argsort(d, axis=1)[:, :k]
+    vote = y[train][nearest].mean(1) > 0.5
+    return float((vote == y[test]).mean())
+
+
+def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatch):
+    """A classifier trained *with the labels* on everything the helper holds per row (cell
+    codes, value and combination frequencies, counter ciphertext bytes) does no better on
+    held-out rows than always guessing the majority. The labels come from the key holder's
+    private key, captured here; the helper never has them."""
+    import fedanon.protocols.protocol_c as pc
+
+    columns, rows, hierarchies = adult_sample
+    captured: dict[str, object] = {}
+    original_integrate = pc._Helper._integrate
+    original_keygen = pc.generate_counter_key
+
+    def spy_integrate(self, shares, tid, verdict, counter_key):
+        table, hierarchies_, counters, raw = original_integrate(self, shares, tid, verdict, counter_key)
+        captured["codes"], captured["raw"] = table.codes.copy(), raw
+        return table, hierarchies_, counters, raw
+
+    def spy_keygen(scheme):
+        captured["key"] = original_keygen(scheme)
+        return captured["key"]
+
+    monkeypatch.setattr(pc._Helper, "_integrate", spy_integrate)
+    monkeypatch.setattr(pc, "generate_counter_key", spy_keygen)
+    config = AnonymizationConfig(ADULT_QIS, k=5, metric="discernibility")
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 2, options={"pseudotuples": 1.0})
+    assert not run.errors, run.errors
+    raw = captured["raw"]
+    truth = np.array(captured["key"].decrypt_counters(raw)) == 0  # True = pseudotuple
+    assert 0.4 < truth.mean() < 0.6  # share 1.0: as many fakes as real rows
+    x = _features(captured["codes"], raw)
+    order = np.random.default_rng(1).permutation(len(truth))
+    half = len(order) // 2
+    acc = _knn_accuracy(x, truth, order[:half], order[half:])
+    baseline = max(truth[order[half:]].mean(), 1 - truth[order[half:]].mean())
+    # the same classifier does tell them apart when fakes are drawn uniformly instead (the
+    # test can fail): see test_classifier_detects_naive_pseudotuples
+    assert acc <= baseline + 0.06, (acc, baseline)
+
+
+def test_classifier_detects_naive_pseudotuples(adult_sample):
+    """Control for the test above: fakes drawn uniformly per column ARE detected by it."""
+    columns, rows, _ = adult_sample
+    rng = np.random.default_rng(2)
+    domains = [sorted({r[j] for r in rows}) for j in range(len(columns))]
+    fakes = [[d[rng.integers(len(d))] for d in domains] for _ in rows]
+    all_rows = rows + fakes
+    truth = np.r_[np.zeros(len(rows), bool), np.ones(len(fakes), bool)]
+    codes = np.array([[domains[j].index(v) for j, v in enumerate(r)] for r in all_rows])
+    x = _features(codes, [bytes(16)] * len(all_rows))
+    order = rng.permutation(len(truth))
+    half = len(order) // 2
+    assert _knn_accuracy(x, truth, order[:half], order[half:]) > 0.7

@@ -37,8 +37,8 @@ def adult():
 
 CASES = [
     ("horizontal", "paillier", AnonymizationConfig(QIS, k=5, metric="loss"), False),
-    ("vertical", "elgamal", AnonymizationConfig(QIS, k=2, suppression=0.03, metric="discernibility",
-                                                l_diversity=LDiversity("recursive", 2, "salary-class", c=3)), False),
+    ("vertical", "elgamal", AnonymizationConfig(QIS, k=2, suppression=0.05, metric="discernibility",
+                                                l_diversity=LDiversity("recursive", 2, "salary-class", c=4)), False),
     ("horizontal", "elgamal", AnonymizationConfig(QIS, suppression=0.03, metric="precision",
                                                   t_closeness=TCloseness(0.15, "hierarchical", "salary-class")), False),
     ("vertical", "elgamal", AnonymizationConfig(QIS, k=2, metric="aecs", delta_presence=DeltaPresence(0.0, 0.5)),

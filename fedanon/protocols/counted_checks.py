@@ -102,7 +102,7 @@ class EncryptedCountChecker(Checker):
         self.attributes = sorted(self.grouper.sensitive_codes)
         self.weights = self.config.metric == "loss"
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
-        self._sums: "OrderedDict[tuple[int, ...], dict[str, object]]" = OrderedDict()
+        self._sums: "OrderedDict[tuple[int, ...], dict[str, tuple[object, np.ndarray]]]" = OrderedDict()
         self.checks = 0
         self.messages_bytes = 0
 
@@ -157,21 +157,24 @@ class EncryptedCountChecker(Checker):
             out["subset"] = (self.key.sum_by_class(self.counters.subset, ids, n_classes), sizes)
         return out
 
-    def _rolled_sums(self, classes: Classes, base: dict[str, object]) -> dict[str, tuple[object, np.ndarray]]:
-        """Encrypted sums of a coarser node from a finer node's sums and the class mapping."""
+    def _rolled_sums(self, classes: Classes, base: dict[str, tuple[object, np.ndarray]]
+                     ) -> dict[str, tuple[object, np.ndarray]]:
+        """Encrypted sums of a coarser node from a finer node's sums and the class mapping.
+
+        The upper bounds (helper-side rows per sum, pseudotuples included) roll up alongside.
+        """
         mapping = np.asarray(classes.mapping, dtype=np.int64)
         n = classes.count
         out: dict[str, tuple[object, np.ndarray]] = {}
-        ids = mapping.tolist()
-        if not self.attributes:
-            out["sizes"] = (self.key.sum_by_class(base["sizes"], ids, n), classes.stats.sizes)
-        for attr in self.attributes:
-            d = self.grouper.sensitive_sizes[attr]
-            cell_ids = (mapping[:, None] * d + np.arange(d, dtype=np.int64)).ravel()
-            out[f"hist/{attr}"] = (self.key.sum_by_class(base[f"hist/{attr}"], cell_ids.tolist(), n * d),
-                                classes.stats.histograms[attr].ravel())
-        if self.counters.subset is not None:
-            out["subset"] = (self.key.sum_by_class(base["subset"], ids, n), classes.stats.sizes)
+        for name, (sums, bounds) in base.items():
+            if name.startswith("hist/"):
+                d = self.grouper.sensitive_sizes[name.split("/", 1)[1]]
+                ids = (mapping[:, None] * d + np.arange(d, dtype=np.int64)).ravel()
+                size = n * d
+            else:
+                ids, size = mapping, n
+            out[name] = (self.key.sum_by_class(sums, ids.tolist(), size),
+                         np.bincount(ids, weights=bounds, minlength=size).astype(np.int64))
         return out
 
     def _node_sums(self, levels: tuple[int, ...]) -> tuple[Classes, dict[str, tuple[object, np.ndarray]]]:
@@ -186,7 +189,7 @@ class EncryptedCountChecker(Checker):
             sums = self._row_sums(np.asarray(row_class, dtype=np.int64), classes.count,
                                   self._cells(np.asarray(row_class, dtype=np.int64), classes.count))
         if self.grouper.remembers(levels):
-            self._sums[levels] = {name: s for name, (s, _) in sums.items()}
+            self._sums[levels] = sums
             while len(self._sums) > _SUM_CACHE_NODES:
                 self._sums.popitem(last=False)
         return classes, sums

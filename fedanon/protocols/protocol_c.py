@@ -417,7 +417,8 @@ class _Helper:
                                          "(pseudotuples included)", "integration")
             table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, keyed)
             leader = self.primaries[0]
-            real = [counters(leader, "counters/real")[i] for i in alignment[leader].tolist()]
+            leader_counters = counters(leader, "counters/real")
+            real = [leader_counters[i] for i in alignment[leader].tolist()]
             subset = None
             if delta:
                 holder = verdict.subset_holder

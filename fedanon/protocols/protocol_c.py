@@ -29,8 +29,6 @@ rows, default 0.25), `counters` ("paillier" default, or "elgamal").
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from dataclasses import asdict
 from typing import Any
@@ -78,7 +76,7 @@ from fedanon.protocols.keyshare import (
     send_bundles,
     verified_publics,
 )
-from fedanon.protocols.pseudotuples import pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.roles import (
     Hello,
     LocalFailure,
@@ -112,12 +110,6 @@ def counter_scheme(options: dict[str, Any]) -> str:
 
 def _counter_key_context(run_id: str) -> bytes:
     return b"fedanon/C/v1/counter-key/" + run_id.encode("utf-8")
-
-
-def fake_tid(tid_key: bytes, i: int) -> str:
-    """TID of the i-th vertical pseudotuple: every primary derives the same one from the shared
-    TID key; the helper sees only its join token, like any other TID's."""
-    return "pseudotuple-" + hmac.new(tid_key, b"fedanon/C/pseudotuple/%d" % i, hashlib.sha256).hexdigest()[:32]
 
 
 def _split_counters(blob: bytes, rows: int, what: str) -> list[bytes]:

@@ -25,6 +25,8 @@ encryption, bytes and grouping time.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 
 import numpy as np
@@ -82,12 +84,8 @@ def resample_rows(rows: list[list[str]], count: int, fixed: set[int] | None = No
     return out
 
 
-def fake_tids(count: int, taken: set[str]) -> list[str]:
-    """Fresh TIDs for vertical pseudotuples (shared by every primary, unknown to the helper)."""
-    out: list[str] = []
-    while len(out) < count:
-        tid = "pseudo-" + secrets.token_hex(16)
-        if tid not in taken:
-            out.append(tid)
-            taken.add(tid)
-    return out
+def fake_tid(tid_key: bytes, i: int) -> str:
+    """TID of the i-th vertical pseudotuple: every primary derives the same one from the
+    shared TID key (so the fake rows join), the helper sees only its join token, like any
+    other TID's; 128 bits of HMAC output make a collision with a real TID negligible."""
+    return "pseudotuple-" + hmac.new(tid_key, b"fedanon/C/pseudotuple/%d" % i, hashlib.sha256).hexdigest()[:32]

@@ -47,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", action="append", choices=["horizontal", "vertical"], default=None,
                    help="run only this split (repeatable; default both)")
     p.add_argument("--in-memory", action="store_true", help="threads instead of daemons (no TLS): quick check")
+    p.add_argument("--metric", default=None, help="information-loss metric (default: loss for adult, "
+                   "nonuniform-entropy for example); a protocol that cannot optimize it is skipped, with the reason")
+    p.add_argument("--counters", default="elgamal", choices=["paillier", "elgamal"],
+                   help="Protocol C's counter cipher in the demo (default elgamal, for speed; paillier is "
+                        "Protocol C's own default, 3072-bit)")
     p.set_defaults(handler=run)
 
 
@@ -75,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     qis = list(spec["qis"])
     paths = {q: folder / f"{args.dataset}_hierarchy_{q}.csv" for q in qis}
     hierarchies = {q: Hierarchy.read_csv(p, q) for q, p in paths.items()}
-    config = AnonymizationConfig(qis, k=spec["k"] if args.k is None else args.k, suppression=spec["suppression"], metric=spec["metric"])
+    config = AnonymizationConfig(qis, k=spec["k"] if args.k is None else args.k, suppression=spec["suppression"],
+                                 metric=args.metric or spec["metric"])
     config.validate()
     console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(rows):,} rows, QIs {', '.join(qis)}), "
                   f"{config.k}-anonymity, {config.suppression:.0%} suppression, metric {config.metric}; "
@@ -88,10 +94,17 @@ def run(args: argparse.Namespace) -> int:
     failures = 0
     side_by_side: list[tuple[str, str, str, str, str]] = []
     for split, protocol in [(s, p) for s in args.split or ["horizontal", "vertical"] for p in protocols]:
-        sim = simulate_table(columns, rows, paths, config, split, args.parties,
+        spec = protocol_spec(protocol)
+        if spec.metrics is not None and config.metric not in spec.metrics:
+            console.rule(f"Protocol {protocol} ({spec.summary}), {split} split")
+            console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (it would need the "
+                          f"per-QI value distributions it hides); try --metric {spec.metrics[0]} or another of "
+                          f"{', '.join(spec.metrics[1:])}")
+            continue
+        options = {"counters": args.counters} if "counters" in spec.options else {}
+        sim = simulate_table(columns, rows, paths, config, split, args.parties, options=options,
                              transport="memory" if args.in_memory else "grpc", progress=False, protocol=protocol)
         summary = result_summary(sim.party_reports)
-        spec = protocol_spec(protocol)
         console.rule(f"Protocol {protocol} ({spec.summary}), {split} split")
         console.print(f"transformation: {summary.get('transformation')}")
         console.print(f"information loss: {summary.get('information_loss', float('nan')):.6g} ({config.metric}), "

@@ -66,6 +66,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "anonymization per party)")
     sim.add_argument("--recipient", default=None, metavar="NAME",
                      help="primary that receives the decrypted result (default p1)")
+    sim.add_argument("--counters", default=None, choices=["paillier", "elgamal"],
+                     help="Protocol C: counter cipher, 'paillier' (default; 3072-bit, the dissertation's scheme) "
+                          "or 'elgamal' (exponential ElGamal on secp256k1, same security, much faster)")
+    sim.add_argument("--pseudotuples", type=float, default=None, metavar="SHARE",
+                     help="Protocol C: pseudotuples per primary as a share of its real rows (default 0.25)")
     sim.add_argument("--in-memory", action="store_true",
                      help="run all parties as threads in this process (no daemons, no TLS): quick checks only")
     add_privacy_arguments(p)
@@ -252,6 +257,34 @@ def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:
     return roles
 
 
+def protocol_options(protocol: str, metric: str, **flags: Any) -> dict[str, Any]:
+    """Protocol-specific run options from CLI flags (None = not given), checked against the
+    protocol's registry spec: a flag the protocol does not read, or a metric it cannot
+    optimize, is an input error before anything starts."""
+    from fedanon.protocols.registry import protocol_spec
+
+    spec = protocol_spec(protocol)
+    if spec.metrics is not None and metric not in spec.metrics:
+        raise InputError(f"Protocol {spec.name} does not support metric {metric!r} (it would need the per-QI "
+                         f"value distributions the protocol hides); choose one of {', '.join(spec.metrics)}")
+    options = {}
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name not in spec.options:
+            readers = available_protocols_with_option(name)
+            raise InputError(f"--{name} applies only to Protocol {' or '.join(readers) or '?'}, "
+                             f"not to Protocol {spec.name}")
+        options[name] = value
+    return options
+
+
+def available_protocols_with_option(option: str) -> list[str]:
+    from fedanon.protocols.registry import available_protocols, protocol_spec
+
+    return [p for p in available_protocols() if option in protocol_spec(p).options]
+
+
 def protocol_phases(protocol: str) -> tuple[str, ...]:
     from fedanon.protocols.registry import protocol_spec
 
@@ -335,6 +368,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
     options.update(protocol_a_options(args, config.quasi_identifiers, hierarchies))
+    options.update(protocol_options(args.protocol, config.metric, counters=args.counters,
+                                    pseudotuples=args.pseudotuples))
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
     with tempfile.TemporaryDirectory(prefix="fedanon-hier-") as hier_dir:

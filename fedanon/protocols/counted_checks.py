@@ -43,12 +43,12 @@ from fedanon.engine.metrics import MetricContext, build_metric
 from fedanon.errors import InputError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.cellcrypt import random_permutation
+from fedanon.protocols.registry import protocol_spec
 
-#: Metrics Protocol C can evaluate without showing anyone a QI value distribution.
-#: The entropy metrics need every row's value frequency per QI (a per-QI distribution);
-#: the key holder could only compute them if it learned those distributions.
-COUNTED_METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-                   "discernibility-star")
+#: Metrics Protocol C can evaluate without showing anyone a QI value distribution (declared
+#: in its registry spec). The entropy metrics need every row's value frequency per QI (a
+#: per-QI distribution); the key holder could only compute them if it learned those.
+COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or ()
 
 # How many nodes' encrypted sums the helper keeps for roll-up (bounded like the grouper's history).
 _SUM_CACHE_NODES = 256

@@ -33,6 +33,8 @@ class ProtocolSpec:
     anonymizes: bool  # needs a privacy config and the primaries' data; produces an anonymized table
     phases: tuple[str, ...]  # in order; every role reports seconds per phase under report["phases"]
     min_primaries: int = 1
+    metrics: tuple[str, ...] | None = None  # the metrics it can optimize (None: every metric)
+    options: tuple[str, ...] = ()  # run options (`[options]` keys) it reads besides the common ones
 
 
 _SPECS: dict[str, ProtocolSpec] = {
@@ -44,6 +46,14 @@ _SPECS: dict[str, ProtocolSpec] = {
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt")),
+    "C": ProtocolSpec("C", "fedanon.protocols.protocol_c",
+                      "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
+                      ("primary", "helper"), needs_helper=True, anonymizes=True,
+                      phases=("encrypt", "integrate", "anonymize", "decrypt"),
+                      # the entropy metrics need per-QI value distributions, which C hides from every party
+                      metrics=("height", "precision", "precision-star", "loss", "aecs", "discernibility",
+                               "discernibility-star"),
+                      options=("counters", "pseudotuples")),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,

@@ -85,6 +85,7 @@ from fedanon.protocols.roles import (
     Verdict,
     guarded,
     mark_shared,
+    open_control,
     receive_control,
     role_report,
     send_control,
@@ -97,6 +98,11 @@ PROTOCOL = "C"
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 #: the last c/check message: the search is over
 DONE = codec.pack_message({"control": b'{"done": true}'})
+#: Waits on a peer that is busy with work proportional to the data (counter encryption: up to
+#: minutes for Paillier on a loaded machine; the whole search, for primaries waiting for the
+#: end). The per-step run limit would cut these off; a dead or hung peer is still noticed by
+#: the transport (heartbeat pings, run-wide abort), so these waits are unbounded.
+COMPUTE_WAIT = None
 #: slot bound for the final row counters (0/1): 2-bit slots, so a counter of 2 or 3 is caught
 _ROW_COUNTER_BOUND = 3
 
@@ -240,17 +246,19 @@ class _Primary:
     # -- key holder: judge, then filter and decrypt -----------------------------------------
     def _judge(self) -> CountJudge:
         assert self.counter_key is not None
-        judge = CountJudge(self.counter_key, self.settings.config, self.transport.receive(self.helper, "c/setup"))
+        judge = CountJudge(self.counter_key, self.settings.config,
+                           self.transport.receive(self.helper, "c/setup", timeout=COMPUTE_WAIT))
         self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
         while True:
-            request = self.transport.receive(self.helper, "c/check")
+            request = self.transport.receive(self.helper, "c/check", timeout=COMPUTE_WAIT)
             if request == DONE:
                 return judge
             self.transport.send(self.helper, "c/answer", judge.answer(request))
 
     def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
         assert self.counter_key is not None
-        notice, parts = receive_control(self.transport, self.helper, "c/result", Verdict, "result")
+        notice, parts = open_control(self.transport.receive(self.helper, "c/result", timeout=COMPUTE_WAIT),
+                                     Verdict, "result")
         notice.raise_if_stopped()
         table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
         n = table.n_rows
@@ -298,7 +306,8 @@ class _Primary:
             keys = self._agree_keys(roster)
             self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
         with timer.phase("integrate"):
-            verdict, _ = receive_control(self.transport, self.helper, "c/integrated", Verdict, "integration verdict")
+            verdict, _ = open_control(self.transport.receive(self.helper, "c/integrated", timeout=COMPUTE_WAIT),
+                                      Verdict, "integration verdict")
             verdict.raise_if_stopped()
         if self.me == self.key_holder:
             with timer.phase("anonymize"):
@@ -308,7 +317,8 @@ class _Primary:
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:
             with timer.phase("decrypt"):
-                done, _ = receive_control(self.transport, self.helper, "c/done", Verdict, "completion notice")
+                done, _ = open_control(self.transport.receive(self.helper, "c/done", timeout=COMPUTE_WAIT),
+                                       Verdict, "completion notice")
                 done.raise_if_stopped()
                 outcome.report.update(done.report)
         outcome.report.update(role_report(self.ctx, PROTOCOL, "primary", timer, PHASES))
@@ -435,7 +445,7 @@ class _Helper:
             leader = self.primaries[0]
             for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
                 transport.send(p, "c/keys", transport.receive(leader, f"c/keys-for/{p}"))
-            shares = {p: codec.unpack_message(transport.receive(p, "c/data"), f"data of {p!r}")
+            shares = {p: codec.unpack_message(transport.receive(p, "c/data", timeout=COMPUTE_WAIT), f"data of {p!r}")
                       for p in self.primaries}
         with timer.phase("integrate"):
             table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)

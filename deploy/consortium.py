@@ -104,6 +104,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--k", type=int, default=5, help="k-anonymity (default 5)")
     p.add_argument("--suppression", type=float, default=0.02, help="suppression limit (default 0.02)")
     p.add_argument("--metric", default="loss", help="information-loss metric (default loss)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="run option for the protocol, repeatable (e.g. counters=elgamal for Protocol C)")
     p.add_argument("--cut", metavar="PARTY", help="pull this party's cable mid-run (failure test)")
     p.add_argument("--cut-at", default="encrypt", metavar="PHASE", help="phase whose start triggers --cut")
     p.add_argument("--timeout", type=float, default=300.0, help="give up on the run after this many seconds")
@@ -137,8 +139,23 @@ def write_shares(outdir: Path, split: str, parties: int) -> tuple[list[str], lis
     return columns, rows, data
 
 
+def run_options(pairs: list[str]) -> dict[str, object]:
+    """`--option KEY=VALUE` pairs as run options (numbers become numbers)."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"netns-consortium.sh: --option needs KEY=VALUE, got {pair[:80]!r}")
+        try:
+            options[key] = float(value) if any(ch in value for ch in ".e") else int(value)
+        except ValueError:
+            options[key] = value
+    return options
+
+
 def write_configs(lab: NetLab, outdir: Path, names: list[str], data: dict[str, DataConfig],
-                  protocol: str, split: str, config: AnonymizationConfig, limits: Limits) -> Path:
+                  protocol: str, split: str, config: AnonymizationConfig, limits: Limits,
+                  options: dict[str, object] | None = None) -> Path:
     """Run CA, one certificate per party for its namespace address, party configs and run.toml."""
     ca = outdir / "ca"
     certs.init_ca(ca, force=True)
@@ -158,7 +175,7 @@ def write_configs(lab: NetLab, outdir: Path, names: list[str], data: dict[str, D
         (outdir / f"{name}.toml").write_bytes(tomli_w.dumps(party_config_dict(cfg)).encode())
     run = RunConfig(coordinator=COORDINATOR, tls=tls(COORDINATOR), protocol=protocol, distribution=split,
                     parties=[RunPartyEntry(n, address[n], HELPER if n == HELPER else "primary") for n in names],
-                    result_recipient=names[0], privacy=config.to_dict(), options={},
+                    result_recipient=names[0], privacy=config.to_dict(), options=dict(options or {}),
                     output=(outdir / "result.csv").resolve(), report=(outdir / "report.json").resolve(),
                     limits=limits)
     path = outdir / "run.toml"
@@ -338,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                 lab.add_host(name)
             if rate is not None:
                 lab.shape(rate)
-            run_toml = write_configs(lab, outdir, names, data, topo.protocol, args.split, config, limits)
+            run_toml = write_configs(lab, outdir, names, data, topo.protocol, args.split, config, limits,
+                                     run_options(args.option))
             where = ", ".join(f"{n}={lab.hosts[n].address}" for n in names + [COORDINATOR])
             print(f"consortium {lab.tag}: protocol {topo.protocol}, {args.split}, {args.parties} primaries"
                   f"{' + helper' if topo.needs_helper else ''}, links {args.rate or 'unshaped'}; {where}")

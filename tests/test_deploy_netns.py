@@ -120,7 +120,10 @@ OTHER_PROTOCOLS = [p for p in consortium.anonymizing_protocols() if p != "B"]  #
 @pytest.mark.parametrize("protocol", OTHER_PROTOCOLS or [pytest.param("A", marks=pytest.mark.skip(
     reason="no protocol other than B is in the registry yet"))])
 def test_other_protocols_across_namespaces_equal_centralized(tmp_path: Path, protocol: str) -> None:
-    done = _consortium("--protocol", protocol, "--split", "horizontal", str(tmp_path))
+    # Protocol C with its fast counter cipher: Paillier's 37,700 ADULT counters take minutes on
+    # a loaded 2-core machine, beyond the script's run timeout
+    extra = ["--option", "counters=elgamal"] if protocol == "C" else []
+    done = _consortium("--protocol", protocol, "--split", "horizontal", *extra, str(tmp_path))
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines[-1].startswith(f"OK: protocol {protocol}"), done.stdout + done.stderr
     helper_wanted = consortium.topology(protocol).needs_helper

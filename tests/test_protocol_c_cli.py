@@ -79,8 +79,8 @@ def test_fedanon_run_protocol_c_against_daemons(tmp_path):
         run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
         assert main(["run", "--config", str(run_toml)]) == 0
     ref = tmp_path / "ref.csv"
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--k", "2", "--metric", "discernibility",
-                 "--output", str(ref), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--insensitive", "diagnosis", "--k", "2",
+                 "--metric", "discernibility", "--output", str(ref), "-q"]) == 0
     assert _rows(tmp_path / "out.csv") == _rows(ref)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["protocol"] == "C" and report["party_reports"]["p1"]["pseudotuples_dropped"] > 0

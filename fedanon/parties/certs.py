@@ -3,7 +3,9 @@
 Every daemon pins the run CA as its only trust root and additionally checks the
 peer certificate's name against its allow-list, so a certificate is both the
 proof of membership in the run (signed by the CA) and the party's identity (its
-CN and DNS SAN equal the party name). Keys are written with mode 0600.
+CN and DNS SAN equal the party name). `issue` refuses `--host` values that are not
+an address or host name or that are another issued party's name (see
+`parties/identity.py`). Keys are written with mode 0600.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedanon.errors import InputError
+from fedanon.parties.identity import check_host, dns_names
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"
@@ -101,6 +104,17 @@ def issue(directory: Path, name: str, hosts: list[str] | None = None, days: int 
     """
     check_party_name(name)
     ca_cert, ca_key = _load_ca(directory)
+    others = issued_names(directory) - {name}
+    for other in sorted(others):
+        try:
+            claimed = dns_names(x509.load_pem_x509_certificate((directory / f"{other}.crt").read_bytes()))
+        except (OSError, ValueError):
+            continue
+        if name.lower() in {c.lower() for c in claimed}:
+            raise InputError(f"{directory / (other + '.crt')}: the certificate of {other!r} already names {name!r}; "
+                             f"re-issue {other!r} without --host {name} before issuing {name!r}")
+    for host in hosts or []:
+        check_host(host, name, others)
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [x509.DNSName(name)]
     for host in hosts or []:
@@ -133,6 +147,11 @@ def issue(directory: Path, name: str, hosts: list[str] | None = None, days: int 
     _write_key(key_path, key)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
+
+
+def issued_names(directory: Path) -> set[str]:
+    """Names of the certificates already issued by the CA in `directory` (one `<name>.crt` each)."""
+    return {p.stem for p in directory.glob("*.crt") if p.name != CA_CERT}
 
 
 def certificate_name(cert_pem: bytes) -> str:

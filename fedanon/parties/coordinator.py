@@ -26,7 +26,9 @@ import grpc
 
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
+from fedanon.parties.certs import certificate_name
 from fedanon.parties.grpc_transport import describe_rpc_error
+from fedanon.parties.identity import new_nonce, verify_identity
 from fedanon.parties.resultwire import decode_result
 from fedanon.parties.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
@@ -104,17 +106,23 @@ class Coordinator:
     def ping_all(self) -> dict[str, float]:
         """Round-trip time per party; PeerError for the first party that is down, untrusted, or someone else."""
         timeout = min(10.0, self.cfg.limits.rpc_timeout_s)
-        futs = {p.name: (time.perf_counter(), self._stubs[p.name].Ping.future(pb.PingRequest(), timeout=timeout))
+        nonces = {p.name: new_nonce() for p in self.cfg.parties}
+        futs = {p.name: (time.perf_counter(),
+                         self._stubs[p.name].Ping.future(pb.PingRequest(nonce=nonces[p.name]), timeout=timeout))
                 for p in self.cfg.parties}
+        cert_pem, _key, ca_pem = self.cfg.tls.read()
+        me = certificate_name(cert_pem)  # what the daemons see as the caller
+        known = [p.name for p in self.cfg.parties] + [self.cfg.coordinator]
         rtt = {}
         for name, (t0, fut) in futs.items():
             try:
                 reply = fut.result()
             except grpc.RpcError as exc:
                 raise self._fail_rpc(name, exc, "cannot reach the run's parties") from None
-            if reply.name != name:
-                raise PeerError(f"the daemon at {self._entry(name).address} is {reply.name!r}, not {name!r}")
             rtt[name] = time.perf_counter() - t0
+            verify_identity(reply.identity_certificate, reply.identity_signature, expected=name,
+                            caller=me, nonce=nonces[name], ca_pem=ca_pem, known=known,
+                            where=self._entry(name).address)
         return rtt
 
     def request(self) -> pb.RunRequest:

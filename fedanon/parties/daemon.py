@@ -39,7 +39,8 @@ from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
 from fedanon.parties.inbox import RunInbox
 from fedanon.parties.logs import EventLog
 from fedanon.parties.resultwire import encode_result
-from fedanon.parties.tls import ChannelPool, caller_name, server_credentials, server_options
+from fedanon.parties.identity import dns_names, foreign_names, sign_identity
+from fedanon.parties.tls import ChannelPool, caller_alt_names, caller_name, server_credentials, server_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 from fedanon.protocols.api import LocalData, RoleContext, RunSettings
@@ -97,6 +98,7 @@ class PartyService(pb_grpc.PartyServicer):
         self._runs: dict[str, RunState] = {}
         self._lock = threading.Lock()
         self._data_cache: tuple[Any, LocalData] | None = None
+        self._cert_pem, self._key_pem, _ca = cfg.tls.read()
         self.stopping = False
 
     # ------------------------------------------------------------------ auth
@@ -107,12 +109,23 @@ class PartyService(pb_grpc.PartyServicer):
         if itself:  # `fedanon party health` pings with the party's own certificate
             allowed.add(self.cfg.name)
         if name is None or name not in allowed:
-            self.log("refused", level="warning", rpc=rpc, caller=name or "<no certificate>", peer=context.peer())
-            context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"party {self.cfg.name!r} refuses {rpc} from certificate name {name!r}: not on its allow-list",
-            )
+            self._refuse(context, rpc, name, f"party {self.cfg.name!r} refuses {rpc} from certificate name {name!r}: "
+                                             "not on its allow-list")
+        foreign = foreign_names(name, caller_alt_names(context), self._known_names())  # type: ignore[arg-type]
+        if foreign:
+            self._refuse(context, rpc, name, f"party {self.cfg.name!r} refuses {rpc} from {name!r}: its certificate "
+                                             f"also names {foreign} (a certificate may name only its own party)")
         return name  # type: ignore[return-value]
+
+    def _known_names(self) -> set[str]:
+        return {self.cfg.name, *self.cfg.peers, *self.cfg.coordinators}
+
+    def _refuse(self, context: grpc.ServicerContext, rpc: str, caller: str | None, message: str,
+                code: grpc.StatusCode = grpc.StatusCode.PERMISSION_DENIED, run: str = "") -> None:
+        """Log who was refused (name and network address) and end the call."""
+        self.log("refused", level="warning", rpc=rpc, caller=caller or "<no certificate>", peer=context.peer(),
+                 run=run, reason=message)
+        context.abort(code, message)
 
     def _run(self, run_id: str, context: grpc.ServicerContext) -> RunState:
         with self._lock:
@@ -123,14 +136,23 @@ class PartyService(pb_grpc.PartyServicer):
 
     # ------------------------------------------------------------------ RPCs
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingReply:
-        self._authorize(context, "Ping", peers=True, coordinators=True, itself=True)
+        caller = self._authorize(context, "Ping", peers=True, coordinators=True, itself=True)
         reply = pb.PingReply(name=self.cfg.name, version=VERSION)
+        if request.nonce:
+            if len(request.nonce) > 64:
+                self._refuse(context, "Ping", caller, "identity nonce longer than 64 bytes",
+                             grpc.StatusCode.INVALID_ARGUMENT)
+            reply.identity_certificate = self._cert_pem
+            reply.identity_signature = sign_identity(self._key_pem, self.cfg.name, caller, request.nonce)
         if request.run_id:
             with self._lock:
                 state = self._runs.get(request.run_id)
             if state is None:
                 reply.run_state = "unknown"
             else:
+                if caller != state.coordinator and caller not in state.settings.parties:
+                    self._refuse(context, "Ping", caller, f"{caller!r} is neither a party nor the coordinator of "
+                                                          f"run {request.run_id!r}", run=request.run_id)
                 reply.run_state = "failed" if state.inbox.aborted and state.status != "done" else state.status
                 reply.detail = state.detail or (state.inbox.aborted or "")
         return reply
@@ -159,8 +181,8 @@ class PartyService(pb_grpc.PartyServicer):
         caller = self._authorize(context, "Start", peers=False, coordinators=True)
         state = self._run(request.run_id, context)
         if caller != state.coordinator:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"run {request.run_id!r} was prepared by {state.coordinator!r}, not {caller!r}")
+            self._refuse(context, "Start", caller, f"run {request.run_id!r} was prepared by {state.coordinator!r}, "
+                                                   f"not {caller!r}", run=request.run_id)
         with self._lock:
             if state.status != "prepared":
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"run {request.run_id!r} is already {state.status}")
@@ -194,11 +216,10 @@ class PartyService(pb_grpc.PartyServicer):
         if first is None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty message stream")
         if first.sender != peer:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"certificate {peer!r} may not send as {first.sender!r}")
+            self._refuse(context, "Deliver", peer, f"certificate {peer!r} may not send as {first.sender[:64]!r}")
         state = self._run(first.run_id, context)
         if peer not in state.settings.parties:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{peer!r} is not a party of run {first.run_id!r}")
+            self._refuse(context, "Deliver", peer, f"{peer!r} is not a party of run {first.run_id!r}", run=first.run_id)
         if state.inbox.aborted:
             context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: {state.inbox.aborted}")
         total = first.total_size
@@ -232,8 +253,8 @@ class PartyService(pb_grpc.PartyServicer):
         if state is None:
             return pb.AbortReply(known=False)
         if caller != state.coordinator and caller not in state.settings.parties:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"{caller!r} is neither a party nor the coordinator of run {request.run_id!r}")
+            self._refuse(context, "Abort", caller, f"{caller!r} is neither a party nor the coordinator of "
+                                                   f"run {request.run_id!r}", run=request.run_id)
         who = "coordinator" if caller in self.cfg.coordinators and caller not in self.cfg.peers else "party"
         reason = f"{who} {caller!r} aborted the run: {request.reason}"
         if state.status in ("prepared", "running"):
@@ -392,6 +413,13 @@ def _jsonable(value: Any) -> Any:
 def check_identity(cfg: PartyConfig) -> None:
     """Fail at start-up, with a clear message, on TLS files that peers would reject later anyway."""
     check_tls_files(cfg.tls, cfg.name, "party")
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cfg.tls.read()[0])
+    foreign = foreign_names(cfg.name, dns_names(cert), [*cfg.peers, *cfg.coordinators])
+    if foreign:
+        raise InputError(f"{cfg.tls.cert}: certificate of {cfg.name!r} also names {foreign}; a certificate may name "
+                         "only its own party (re-issue it without those --host values)")
 
 
 def _pem_kind(pem: bytes) -> str:

@@ -65,11 +65,14 @@ class PeerLinks:
         self._pool = pool
         self.addresses = addresses
 
-    def stub(self, name: str) -> pb_grpc.PartyStub:
+    def stub(self, name: str, verified: bool = False) -> pb_grpc.PartyStub:
+        """A stub to `name`; with `verified`, only after the server proved its certificate CN is `name`."""
         try:
             address = self.addresses[name]
         except KeyError:
             raise PeerError(f"party {name!r} is not on this party's allow-list") from None
+        if verified:
+            return pb_grpc.PartyStub(self._pool.verified(name, address, list(self.addresses)))
         return pb_grpc.PartyStub(self._pool.get(name, address))
 
     def failed(self, name: str) -> None:
@@ -147,7 +150,7 @@ class GrpcTransport(Transport):
         counter = [0]
         deadline = self._limits.rpc_timeout_s + len(payload) / _MIN_THROUGHPUT
         try:
-            self._links.stub(to).Deliver(self._chunks(topic, payload, counter), timeout=deadline)
+            self._links.stub(to, verified=True).Deliver(self._chunks(topic, payload, counter), timeout=deadline)
         except grpc.RpcError as exc:
             self._links.failed(to)
             if self._inbox.aborted:

@@ -85,6 +85,7 @@ class SimulatedNetwork:
         limits: Limits | None = None,
         log_level: str = "info",
         in_process: bool = False,
+        keep_ca_key: bool = False,
     ) -> None:
         """`in_process=True` serves every party from a thread of this process (still real gRPC over
         mutual TLS on 127.0.0.1), so a test can look at what each party's transport received."""
@@ -100,6 +101,7 @@ class SimulatedNetwork:
         self.parties = parties
         self.limits = limits or Limits()
         self.log_level = log_level
+        self.keep_ca_key = keep_ca_key
         self._own_dir = workdir is None
         self.dir = Path(tempfile.mkdtemp(prefix="fedanon-sim-")) if workdir is None else Path(workdir)
         self.cert_dir = self.dir / "certs"
@@ -128,6 +130,8 @@ class SimulatedNetwork:
         for p in self.parties:
             certs.issue(self.cert_dir, p.name, hosts=["127.0.0.1", "localhost"])
         certs.issue(self.cert_dir, COORDINATOR)
+        if not self.keep_ca_key:  # nothing needs the CA key once every certificate exists
+            (self.cert_dir / certs.CA_KEY).unlink()
         for attempt in range(_PORT_ATTEMPTS):
             # A free port can be taken by someone else before the daemon binds it; then start over.
             self.ports = {p.name: free_port() for p in self.parties}

@@ -3,8 +3,10 @@
 Trust is pinned to the run CA alone (it is the only root handed to gRPC), so a
 certificate from any other CA fails the handshake. Clients dial peers with the
 peer's *party name* as TLS target name, so a daemon also proves to its caller
-that it is the party the caller meant. Servers read the caller's certificate
-name from the auth context on every RPC and compare it with an allow-list.
+that it is the party the caller meant — by SAN, which is why `ChannelPool.verified`
+additionally asks the server to prove its certificate CN (`parties/identity.py`).
+Servers read the caller's certificate name from the auth context on every RPC and
+compare it with an allow-list.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 
 import grpc
 
+from fedanon.parties.certs import certificate_name
 from fedanon.parties.config import Limits, TlsFiles
 
 _MSG_SLACK = 1 << 20  # protobuf framing around a full chunk
@@ -74,14 +77,23 @@ def caller_name(context: grpc.ServicerContext) -> str | None:
     return names[0].decode("utf-8", "replace") if names else None
 
 
+def caller_alt_names(context: grpc.ServicerContext) -> list[str]:
+    """The subject alternative names (DNS and IP) of the authenticated client certificate."""
+    auth = context.auth_context()
+    return [v.decode("utf-8", "replace") for v in auth.get("x509_subject_alternative_name") or []]
+
+
 class ChannelPool:
     """One channel per peer, reused across runs; dropped after a failure so a restarted peer is redialled."""
 
     def __init__(self, tls: TlsFiles, limits: Limits) -> None:
         self._creds = client_credentials(tls)
+        cert, _key, self._ca = tls.read()
+        self.me = certificate_name(cert)
         self._limits = limits
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, str], grpc.Channel] = {}
+        self._verified: set[int] = set()  # id() of channels whose server proved its CN
 
     def get(self, name: str, address: str) -> grpc.Channel:
         with self._lock:
@@ -91,10 +103,33 @@ class ChannelPool:
                 ch = self._channels[key] = open_channel(address, name, self._creds, self._limits)
             return ch
 
+    def verified(self, name: str, address: str, known: list[str]) -> grpc.Channel:
+        """The channel to `name`, after its server proved (once per channel) that its certificate CN is `name`."""
+        from fedanon.parties.identity import new_nonce, verify_identity
+        from fedanon.proto import fedanon_pb2 as pb
+        from fedanon.proto import fedanon_pb2_grpc as pb_grpc
+
+        ch = self.get(name, address)
+        if id(ch) in self._verified:
+            return ch
+        nonce = new_nonce()
+        reply = pb_grpc.PartyStub(ch).Ping(pb.PingRequest(nonce=nonce), timeout=self._limits.rpc_timeout_s)
+        try:
+            verify_identity(reply.identity_certificate, reply.identity_signature, expected=name, caller=self.me,
+                            nonce=nonce, ca_pem=self._ca, known=known, where=address)
+        except Exception:
+            self.drop(name, address)
+            raise
+        with self._lock:
+            if self._channels.get((name, address)) is ch:
+                self._verified.add(id(ch))
+        return ch
+
     def drop(self, name: str, address: str) -> None:
         with self._lock:
             ch = self._channels.pop((name, address), None)
         if ch is not None:
+            self._verified.discard(id(ch))
             ch.close()
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rfedanon.proto\x12\nfedanon.v1\"\x1d\n\x0bPingRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"M\n\tPingReply\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\trun_state\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\"8\n\tPartyRole\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"\xb1\x01\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x03 \x01(\t\x12&\n\x07parties\x18\x04 \x03(\x0b\x32\x15.fedanon.v1.PartyRole\x12\x18\n\x10result_recipient\x18\x05 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x06 \x01(\t\x12\x14\n\x0coptions_json\x18\x07 \x01(\t\"F\n\x0cPrepareReply\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0erequest_digest\x18\x02 \x01(\t\x12\x10\n\x08has_data\x18\x03 \x01(\x08\"\x1e\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"L\n\nPhaseEvent\x12\r\n\x05party\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x11\n\telapsed_s\x18\x04 \x01(\x01\"{\n\x08RunEvent\x12\'\n\x05phase\x18\x01 \x01(\x0b\x32\x16.fedanon.v1.PhaseEventH\x00\x12\x16\n\x0cresult_chunk\x18\x02 \x01(\x0cH\x00\x12\x15\n\x0breport_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x05\x65rror\x18\x04 \x01(\tH\x00\x42\x06\n\x04kind\"X\n\x05\x43hunk\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x12\n\ntotal_size\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"\x1e\n\nDeliverAck\x12\x10\n\x08received\x18\x01 \x01(\x04\">\n\x0c\x41\x62ortRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06origin\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1b\n\nAbortReply\x12\r\n\x05known\x18\x01 \x01(\x08\x32\xaa\x02\n\x05Party\x12\x36\n\x04Ping\x12\x17.fedanon.v1.PingRequest\x1a\x15.fedanon.v1.PingReply\x12;\n\x07Prepare\x12\x16.fedanon.v1.RunRequest\x1a\x18.fedanon.v1.PrepareReply\x12\x39\n\x05Start\x12\x18.fedanon.v1.StartRequest\x1a\x14.fedanon.v1.RunEvent0\x01\x12\x36\n\x07\x44\x65liver\x12\x11.fedanon.v1.Chunk\x1a\x16.fedanon.v1.DeliverAck(\x01\x12\x39\n\x05\x41\x62ort\x12\x18.fedanon.v1.AbortRequest\x1a\x16.fedanon.v1.AbortReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rfedanon.proto\x12\nfedanon.v1\",\n\x0bPingRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\"\x87\x01\n\tPingReply\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\trun_state\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x1c\n\x14identity_certificate\x18\x05 \x01(\x0c\x12\x1a\n\x12identity_signature\x18\x06 \x01(\x0c\"8\n\tPartyRole\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"\xb1\x01\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x03 \x01(\t\x12&\n\x07parties\x18\x04 \x03(\x0b\x32\x15.fedanon.v1.PartyRole\x12\x18\n\x10result_recipient\x18\x05 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x06 \x01(\t\x12\x14\n\x0coptions_json\x18\x07 \x01(\t\"F\n\x0cPrepareReply\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0erequest_digest\x18\x02 \x01(\t\x12\x10\n\x08has_data\x18\x03 \x01(\x08\"\x1e\n\x0cStartRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"L\n\nPhaseEvent\x12\r\n\x05party\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x11\n\telapsed_s\x18\x04 \x01(\x01\"{\n\x08RunEvent\x12\'\n\x05phase\x18\x01 \x01(\x0b\x32\x16.fedanon.v1.PhaseEventH\x00\x12\x16\n\x0cresult_chunk\x18\x02 \x01(\x0cH\x00\x12\x15\n\x0breport_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x05\x65rror\x18\x04 \x01(\tH\x00\x42\x06\n\x04kind\"X\n\x05\x43hunk\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x12\n\ntotal_size\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"\x1e\n\nDeliverAck\x12\x10\n\x08received\x18\x01 \x01(\x04\">\n\x0c\x41\x62ortRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06origin\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1b\n\nAbortReply\x12\r\n\x05known\x18\x01 \x01(\x08\x32\xaa\x02\n\x05Party\x12\x36\n\x04Ping\x12\x17.fedanon.v1.PingRequest\x1a\x15.fedanon.v1.PingReply\x12;\n\x07Prepare\x12\x16.fedanon.v1.RunRequest\x1a\x18.fedanon.v1.PrepareReply\x12\x39\n\x05Start\x12\x18.fedanon.v1.StartRequest\x1a\x14.fedanon.v1.RunEvent0\x01\x12\x36\n\x07\x44\x65liver\x12\x11.fedanon.v1.Chunk\x1a\x16.fedanon.v1.DeliverAck(\x01\x12\x39\n\x05\x41\x62ort\x12\x18.fedanon.v1.AbortRequest\x1a\x16.fedanon.v1.AbortReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,29 +32,29 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fedanon_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PINGREQUEST']._serialized_start=29
-  _globals['_PINGREQUEST']._serialized_end=58
-  _globals['_PINGREPLY']._serialized_start=60
-  _globals['_PINGREPLY']._serialized_end=137
-  _globals['_PARTYROLE']._serialized_start=139
-  _globals['_PARTYROLE']._serialized_end=195
-  _globals['_RUNREQUEST']._serialized_start=198
-  _globals['_RUNREQUEST']._serialized_end=375
-  _globals['_PREPAREREPLY']._serialized_start=377
-  _globals['_PREPAREREPLY']._serialized_end=447
-  _globals['_STARTREQUEST']._serialized_start=449
-  _globals['_STARTREQUEST']._serialized_end=479
-  _globals['_PHASEEVENT']._serialized_start=481
-  _globals['_PHASEEVENT']._serialized_end=557
-  _globals['_RUNEVENT']._serialized_start=559
-  _globals['_RUNEVENT']._serialized_end=682
-  _globals['_CHUNK']._serialized_start=684
-  _globals['_CHUNK']._serialized_end=772
-  _globals['_DELIVERACK']._serialized_start=774
-  _globals['_DELIVERACK']._serialized_end=804
-  _globals['_ABORTREQUEST']._serialized_start=806
-  _globals['_ABORTREQUEST']._serialized_end=868
-  _globals['_ABORTREPLY']._serialized_start=870
-  _globals['_ABORTREPLY']._serialized_end=897
-  _globals['_PARTY']._serialized_start=900
-  _globals['_PARTY']._serialized_end=1198
+  _globals['_PINGREQUEST']._serialized_end=73
+  _globals['_PINGREPLY']._serialized_start=76
+  _globals['_PINGREPLY']._serialized_end=211
+  _globals['_PARTYROLE']._serialized_start=213
+  _globals['_PARTYROLE']._serialized_end=269
+  _globals['_RUNREQUEST']._serialized_start=272
+  _globals['_RUNREQUEST']._serialized_end=449
+  _globals['_PREPAREREPLY']._serialized_start=451
+  _globals['_PREPAREREPLY']._serialized_end=521
+  _globals['_STARTREQUEST']._serialized_start=523
+  _globals['_STARTREQUEST']._serialized_end=553
+  _globals['_PHASEEVENT']._serialized_start=555
+  _globals['_PHASEEVENT']._serialized_end=631
+  _globals['_RUNEVENT']._serialized_start=633
+  _globals['_RUNEVENT']._serialized_end=756
+  _globals['_CHUNK']._serialized_start=758
+  _globals['_CHUNK']._serialized_end=846
+  _globals['_DELIVERACK']._serialized_start=848
+  _globals['_DELIVERACK']._serialized_end=878
+  _globals['_ABORTREQUEST']._serialized_start=880
+  _globals['_ABORTREQUEST']._serialized_end=942
+  _globals['_ABORTREPLY']._serialized_start=944
+  _globals['_ABORTREPLY']._serialized_end=971
+  _globals['_PARTY']._serialized_start=974
+  _globals['_PARTY']._serialized_end=1272
 # @@protoc_insertion_point(module_scope)

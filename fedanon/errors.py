@@ -6,6 +6,8 @@ clear line instead of a traceback, and tests can assert on the type.
 
 from __future__ import annotations
 
+import re
+
 
 class FedanonError(Exception):
     """Base class of every error fedanon reports to a user."""
@@ -25,3 +27,40 @@ class ProtocolError(FedanonError):
 
 class PeerError(FedanonError):
     """A peer is unreachable, untrusted, or aborted the run."""
+
+
+# ----------------------------------------------------------------------------- two-level errors
+#
+# What a party tells *others* about a failure (abort reasons, Ping details, the coordinator's
+# event stream) is built from a public part only; the full text, which may name a cell value,
+# a file path or a key, stays in the owner's own log and terminal. An exception carries its
+# public part in the `public` attribute (set with `with_public`); without one, only error kinds
+# whose messages are composed from public facts by construction (peer/transport failures,
+# protocol verdicts) are shared verbatim, and anything else is reduced to its kind.
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])(?:/|[A-Za-z]:\\)[^\s'\"`,;()\[\]]+")
+PUBLIC_LIMIT = 400  # characters; a shared reason is one line, never a dump
+
+
+def with_public(exc: BaseException, public: str) -> BaseException:
+    """Attach the part of `exc`'s message that other parties may see."""
+    exc.public = public  # type: ignore[attr-defined]
+    return exc
+
+
+def scrub(text: str) -> str:
+    """One line, absolute paths replaced, at most PUBLIC_LIMIT characters."""
+    line = " ".join(str(text).split())
+    line = _ABSOLUTE_PATH.sub("<path>", line)
+    return line if len(line) <= PUBLIC_LIMIT else line[: PUBLIC_LIMIT - 1] + "…"
+
+
+def public_message(exc: BaseException) -> str:
+    """The shareable description of `exc` (see the comment above)."""
+    public = getattr(exc, "public", None)
+    if isinstance(public, str):
+        return scrub(public)
+    if isinstance(exc, (PeerError, ProtocolError)) and not isinstance(exc, InputError):
+        return scrub(str(exc))
+    kind = "bad input data or configuration" if isinstance(exc, InputError) else f"internal error {type(exc).__name__}"
+    return f"{kind} (details only in that party's own log)"

@@ -30,7 +30,7 @@ PARTIES = [SimulatedParty("p1", "primary"), SimulatedParty("p2", "primary"), Sim
 
 @pytest.fixture(scope="module")
 def net():
-    with SimulatedNetwork(PARTIES) as network:
+    with SimulatedNetwork(PARTIES, keep_ca_key=True) as network:  # tests below issue extra certificates
         yield network
 
 
@@ -428,7 +428,7 @@ def test_only_the_runs_own_coordinator_and_parties_may_start_or_abort_it(tmp_pat
     from fedanon.parties.tls import channel_options
 
     parties = [*PARTIES, SimulatedParty("outsider", "primary")]
-    with SimulatedNetwork(parties) as net:
+    with SimulatedNetwork(parties, keep_ca_key=True) as net:
         certs.issue(net.cert_dir, "coordinator2")
         # p1 trusts coordinator2 too (a second steward), but it did not prepare this run
         import tomllib

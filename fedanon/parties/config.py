@@ -9,6 +9,7 @@ its certificates/data can be moved together. Every error names the file and key.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,56 @@ class DataConfig:
 
 @dataclass
 class Limits:
+    """What a daemon (or coordinator) accepts and how long it waits; the README has the table.
+
+    Sizes are held in bytes; the TOML keys are in KiB/MiB (`LIMIT_KEYS`).
+    """
+
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    rpc_timeout_s: float = 30.0  # one control RPC or one chunked message
-    heartbeat_s: float = 1.0     # how often a waiting receive checks that peers are alive
-    receive_timeout_s: float = 300.0  # run config: how long one protocol step may wait for a peer
+    rpc_timeout_s: float = 30.0  # one control RPC; a message gets this plus its size at 2 MiB/s
+    heartbeat_s: float = 2.0     # a waiting party pings its peers this often; no answer within it = unresponsive
+    max_streams_per_peer: int = 8             # open Deliver streams one peer may hold at this daemon
+    max_run_buffer_bytes: int = 2 << 30       # bytes buffered (received, not yet consumed) for one run
+    max_buffer_bytes: int = 4 << 30           # the same over all runs of this daemon
+    idle_stream_s: float = 60.0               # a message stream with no chunk for this long is cut
+    max_decompressed_bytes: int = 4 << 30     # a Snappy block may declare at most this many bytes
+    prepared_ttl_s: float = 600.0             # a prepared run not started within this is dropped
+    receive_timeout_s: float = 300.0          # run config: how long one protocol step may wait for a peer
+
+    def validate(self, where: str = "limits") -> "Limits":
+        """InputError naming the key for zero, negative, NaN or infinite limits (also checked at start-up)."""
+        for key, (attr, unit, kind) in LIMIT_KEYS.items():
+            value = getattr(self, attr)
+            if kind is float:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                        or value <= 0:
+                    raise InputError(f"{where}: limits.{key} must be a positive, finite number of seconds, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < unit:
+                raise InputError(f"{where}: limits.{key} must be a positive whole number, got {value!r} bytes")
+        if not 16 <= self.chunk_bytes // 1024 <= 16384:
+            raise InputError(f"{where}: limits.chunk_kib must be within 16..16384")
+        if self.heartbeat_s > 3600 or self.rpc_timeout_s > 86400 or self.idle_stream_s > 86400 \
+                or self.prepared_ttl_s > 7 * 86400:
+            raise InputError(f"{where}: a time limit is implausibly long (heartbeat_s <= 3600, others <= 1 day; "
+                             "prepared_ttl_s <= 7 days)")
+        return self
+
+
+# TOML key -> (Limits attribute, unit in bytes (1 for counts) or 0 for seconds, type)
+LIMIT_KEYS: dict[str, tuple[str, int, type]] = {
+    "chunk_kib": ("chunk_bytes", 1 << 10, int),
+    "max_payload_mib": ("max_payload_bytes", 1 << 20, int),
+    "rpc_timeout_s": ("rpc_timeout_s", 0, float),
+    "heartbeat_s": ("heartbeat_s", 0, float),
+    "max_streams_per_peer": ("max_streams_per_peer", 1, int),
+    "max_run_buffer_mib": ("max_run_buffer_bytes", 1 << 20, int),
+    "max_buffer_mib": ("max_buffer_bytes", 1 << 20, int),
+    "idle_stream_s": ("idle_stream_s", 0, float),
+    "max_decompressed_mib": ("max_decompressed_bytes", 1 << 20, int),
+    "prepared_ttl_s": ("prepared_ttl_s", 0, float),
+    "receive_timeout_s": ("receive_timeout_s", 0, float),
+}
 
 
 @dataclass
@@ -159,18 +205,20 @@ def _limits(section: _Section | None) -> Limits:
     limits = Limits()
     if section is None:
         return limits
-    limits.chunk_bytes = int(section.get("chunk_kib", int, limits.chunk_bytes // 1024)) * 1024
-    limits.max_payload_bytes = int(section.get("max_payload_mib", int, limits.max_payload_bytes >> 20)) << 20
-    limits.rpc_timeout_s = section.get("rpc_timeout_s", float, limits.rpc_timeout_s)
-    limits.heartbeat_s = section.get("heartbeat_s", float, limits.heartbeat_s)
-    limits.receive_timeout_s = section.get("receive_timeout_s", float, limits.receive_timeout_s)
-    if limits.receive_timeout_s <= 0:
-        raise InputError(f"{section.path}: limits.receive_timeout_s must be positive")
-    if not 16 <= limits.chunk_bytes // 1024 <= 16384:
-        raise InputError(f"{section.path}: limits.chunk_kib must be within 16..16384")
-    if limits.rpc_timeout_s <= 0 or limits.heartbeat_s <= 0:
-        raise InputError(f"{section.path}: limits.rpc_timeout_s and limits.heartbeat_s must be positive")
-    return limits
+    unknown = sorted(set(section.data) - set(LIMIT_KEYS))
+    if unknown:
+        raise InputError(f"{section.path}: unknown key limits.{str(unknown[0])[:60]} "
+                         f"(known: {', '.join(LIMIT_KEYS)})")
+    for key, (attr, unit, kind) in LIMIT_KEYS.items():
+        if key not in section.data:
+            continue
+        value = section.get(key, kind)
+        if kind is int:
+            if value <= 0 or value > (1 << 62) // max(unit, 1):
+                raise InputError(f"{section.path}: limits.{key} must be a positive whole number, got {value!r}")
+            value *= unit
+        setattr(limits, attr, value)
+    return limits.validate(str(section.path))
 
 
 # ----------------------------------------------------------------------------- party config
@@ -238,18 +286,19 @@ def _bad(path: Path, key: str, expected: str) -> bool:
     raise InputError(f"{path}: {key} must be {expected}")
 
 
+def limits_dict(limits: Limits) -> dict[str, int | float]:
+    """The [limits] table for `limits` (sizes back in their TOML units)."""
+    return {key: (getattr(limits, attr) // unit if kind is int else getattr(limits, attr))
+            for key, (attr, unit, kind) in LIMIT_KEYS.items()}
+
+
 def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
     """The TOML-able form of a party config (absolute paths); used by the simulation harness."""
     out: dict[str, Any] = {
         "party": {"name": cfg.name, "listen": cfg.listen, "coordinators": list(cfg.coordinators)},
         "tls": {"cert": str(cfg.tls.cert), "key": str(cfg.tls.key), "ca": str(cfg.tls.ca)},
         "peers": dict(cfg.peers),
-        "limits": {
-            "chunk_kib": cfg.limits.chunk_bytes // 1024,
-            "max_payload_mib": cfg.limits.max_payload_bytes >> 20,
-            "rpc_timeout_s": cfg.limits.rpc_timeout_s,
-            "heartbeat_s": cfg.limits.heartbeat_s,
-        },
+        "limits": limits_dict(cfg.limits),
     }
     if cfg.data is not None:
         data: dict[str, Any] = {

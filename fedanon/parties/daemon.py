@@ -32,7 +32,8 @@ from typing import Any, Iterator
 
 import grpc
 
-from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.errors import FedanonError, InputError, PeerError, public_message, scrub, with_public
+from fedanon.parties.admission import Admission, Refusal, StreamWatch
 from fedanon.parties.certs import certificate_name
 from fedanon.parties.config import PartyConfig, TlsFiles
 from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
@@ -44,8 +45,10 @@ from fedanon.parties.tls import ChannelPool, caller_alt_names, caller_name, serv
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 from fedanon.protocols.api import LocalData, RoleContext, RunSettings
+from fedanon.protocols.codec import decompression_limit
 
 VERSION = "fedanon-party/1"
+_MIN_RECEIVE_THROUGHPUT = 1 << 20  # bytes/s a sender must sustain: a message's deadline grows with its size
 _KEEP_FINISHED = 64
 
 
@@ -74,6 +77,7 @@ class RunState:
     events: "queue.Queue[pb.RunEvent | None]" = field(default_factory=queue.Queue)
     transport: GrpcTransport | None = None
     started: float = 0.0
+    prepared_at: float = field(default_factory=time.monotonic)
 
 
 def peak_rss_mib() -> float:
@@ -99,6 +103,10 @@ class PartyService(pb_grpc.PartyServicer):
         self._lock = threading.Lock()
         self._data_cache: tuple[Any, LocalData] | None = None
         self._cert_pem, self._key_pem, _ca = cfg.tls.read()
+        limits = cfg.limits
+        self.admission = Admission(cfg.name, limits.max_streams_per_peer, limits.max_run_buffer_bytes,
+                                   limits.max_buffer_bytes)
+        self._watches: set[StreamWatch] = set()
         self.stopping = False
 
     # ------------------------------------------------------------------ auth
@@ -163,15 +171,16 @@ class PartyService(pb_grpc.PartyServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"party {self.cfg.name!r} is shutting down")
         try:
             settings, local = self._settings(request)
-        except Exception as exc:  # bad settings or data: the coordinator must hear why, in one line
-            message = str(exc) if isinstance(exc, FedanonError) else f"internal error {type(exc).__name__}: {exc}"
-            self.log("prepare_failed", level="error", run=request.run_id, coordinator=caller, error=message)
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
+        except Exception as exc:  # bad settings or data: the coordinator hears the public part, in one line
+            private = str(exc) if isinstance(exc, FedanonError) else f"internal error {type(exc).__name__}: {exc}"
+            self.log("prepare_failed", level="error", run=request.run_id[:80], coordinator=caller, error=private)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party {self.cfg.name!r}: {public_message(exc)}")
         with self._lock:
             if request.run_id in self._runs:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"party {self.cfg.name!r} already has run {request.run_id!r}")
-            self._runs[request.run_id] = RunState(settings=settings, inbox=RunInbox(), local=local,
-                                                coordinator=caller)
+            run_id = request.run_id
+            self._runs[run_id] = RunState(settings=settings, local=local, coordinator=caller,
+                                          inbox=RunInbox(lambda n: self.admission.release(run_id, n)))
             self._forget_old_runs()
         self.log("prepared", run=request.run_id, coordinator=caller, protocol=settings.protocol,
                  role=settings.parties[self.cfg.name], parties=",".join(settings.parties))
@@ -212,39 +221,85 @@ class PartyService(pb_grpc.PartyServicer):
 
     def Deliver(self, request_iterator: Iterator[pb.Chunk], context: grpc.ServicerContext) -> pb.DeliverAck:
         peer = self._authorize(context, "Deliver", peers=True, coordinators=False)
-        first = next(request_iterator, None)
-        if first is None:
+        try:
+            ticket = self.admission.open_stream(peer, "")
+        except Refusal as exc:
+            self._refuse(context, "Deliver", peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        watch = StreamWatch(peer, context, self.cfg.limits.idle_stream_s)
+        with self._lock:
+            self._watches.add(watch)
+        kept = 0
+        try:
+            kept = self._receive(peer, ticket, request_iterator, watch, context)
+        except Refusal as exc:
+            self._refuse(context, "Deliver", peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED, run=ticket.run_id)
+        except grpc.RpcError:
+            if watch.reason is None:
+                raise
+        finally:
+            with self._lock:
+                self._watches.discard(watch)
+            self.admission.close_stream(ticket, keep=kept > 0)
+            if watch.reason is not None:  # cut by the janitor: say so, naming the peer
+                self._refuse(context, "Deliver", peer, f"party {self.cfg.name!r} cut a message stream from "
+                                                       f"{peer!r}: it {watch.reason}",
+                             grpc.StatusCode.DEADLINE_EXCEEDED, run=ticket.run_id)
+        return pb.DeliverAck(received=kept)
+
+    def watch_streams(self) -> None:
+        """Cut message streams that are idle or past their deadline (called by the daemon's janitor)."""
+        now = time.monotonic()
+        with self._lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.check(now)
+
+    def _receive(self, peer: str, ticket: Any, chunks: Iterator[pb.Chunk], watch: StreamWatch,
+                 context: grpc.ServicerContext) -> int:
+        """Read one message into its run's inbox within the limits; the number of bytes kept."""
+        limits = self.cfg.limits
+        first = next(chunks, None)
+        if first is None or watch.reason is not None:
+            if watch.reason is not None:
+                return 0
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty message stream")
+        watch.progress()
         if first.sender != peer:
             self._refuse(context, "Deliver", peer, f"certificate {peer!r} may not send as {first.sender[:64]!r}")
         state = self._run(first.run_id, context)
+        ticket.run_id = first.run_id
         if peer not in state.settings.parties:
             self._refuse(context, "Deliver", peer, f"{peer!r} is not a party of run {first.run_id!r}", run=first.run_id)
-        if state.inbox.aborted:
-            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: {state.inbox.aborted}")
+        if state.inbox.aborted or state.status in ("done", "failed"):
+            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: run {first.run_id!r} is over")
         total = first.total_size
-        if total > self.cfg.limits.max_payload_bytes:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"message of {total} bytes exceeds the limit of party {self.cfg.name!r} "
-                          f"({self.cfg.limits.max_payload_bytes} bytes)")
+        if total > limits.max_payload_bytes:
+            raise Refusal(f"party {self.cfg.name!r} refuses a {total}-byte message from {peer!r}: above "
+                          f"limits.max_payload_mib = {limits.max_payload_bytes >> 20}")
+        self.admission.reserve(ticket, total)  # before keeping any byte: a declared 4 GiB is refused here
+        watch.deadline = time.monotonic() + limits.rpc_timeout_s + total / _MIN_RECEIVE_THROUGHPUT
         # BytesIO hands its buffer to getvalue() without a copy, so a payload costs ~1x its size here.
         buf = io.BytesIO()
         buf.write(first.data)
         wire = first.ByteSize()
-        for chunk in request_iterator:
+        for chunk in chunks:
+            watch.progress()
             if buf.tell() + len(chunk.data) > total:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"message {first.topic!r} longer than announced")
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"message {first.topic[:64]!r} longer than announced")
             buf.write(chunk.data)
             wire += chunk.ByteSize()
+        if watch.reason is not None:
+            return 0
         if buf.tell() != total:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"message {first.topic!r} truncated: {buf.tell()} of {total} bytes")
+                          f"message {first.topic[:64]!r} truncated: {buf.tell()} of {total} bytes")
         payload = buf.getvalue()
         del buf
         state.inbox.wire_received[(state.transport.phase if state.transport else "setup", peer)] += wire
-        state.inbox.put(peer, first.topic, payload)
-        self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic, bytes=total)
-        return pb.DeliverAck(received=total)
+        if not state.inbox.put(peer, first.topic, payload):
+            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: run {first.run_id!r} is over")
+        self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic[:64], bytes=total)
+        return total
 
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.AbortReply:
         caller = self._authorize(context, "Abort", peers=True, coordinators=True)
@@ -256,38 +311,48 @@ class PartyService(pb_grpc.PartyServicer):
             self._refuse(context, "Abort", caller, f"{caller!r} is neither a party nor the coordinator of "
                                                    f"run {request.run_id!r}", run=request.run_id)
         who = "coordinator" if caller in self.cfg.coordinators and caller not in self.cfg.peers else "party"
-        reason = f"{who} {caller!r} aborted the run: {request.reason}"
+        reason = f"{who} {caller!r} aborted the run: {scrub(request.reason)}"
         if state.status in ("prepared", "running"):
             self._fail(state, reason, propagate=False)
         return pb.AbortReply(known=True)
 
     # ------------------------------------------------------------------ run execution
     def _settings(self, request: pb.RunRequest) -> tuple[RunSettings, LocalData | None]:
-        parties = {p.name: p.role for p in request.parties}
+        parties = check_roster(request)
         if self.cfg.name not in parties:
-            raise InputError(f"this party is not part of run {request.run_id!r}")
+            raise _public(f"this party is not part of run {request.run_id[:80]!r}")
         for name in parties:
             if name != self.cfg.name and name not in self.cfg.peers:
-                raise InputError(f"party {name!r} of the run is not on this party's allow-list [peers]")
+                raise _public(f"party {name!r} of the run is not on this party's allow-list [peers]")
         try:
             config_dict = json.loads(request.config_json or "{}")
             options = json.loads(request.options_json or "{}")
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed run request: {exc}") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise _public(f"malformed run request: config or options is not JSON ({type(exc).__name__})") from None
+        if not isinstance(config_dict, dict) or not isinstance(options, dict):
+            raise _public("malformed run request: config and options must be JSON objects")
         from fedanon.protocols.registry import check_roles, protocol_spec, role_function
 
-        spec = protocol_spec(request.protocol)
+        try:
+            spec = protocol_spec(request.protocol)
+        except FedanonError as exc:
+            raise _public(str(exc)) from None
         role_problems = check_roles(spec.name, parties)
         if role_problems:
-            raise InputError("; ".join(role_problems))
+            raise _public("; ".join(role_problems))
         config = None
         if not config_dict and spec.anonymizes:
-            raise InputError(f"protocol {spec.name} needs an anonymization config, the run request has none")
+            raise _public(f"protocol {spec.name} needs an anonymization config, the run request has none")
         if config_dict:
             from fedanon.engine.config import AnonymizationConfig
 
-            config = AnonymizationConfig.from_dict(config_dict)
-            config.validate()
+            try:
+                config = AnonymizationConfig.from_dict(config_dict)
+                config.validate()
+            except FedanonError as exc:
+                raise _public(f"invalid privacy config: {exc}") from None
+            except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                raise _public(f"invalid privacy config ({type(exc).__name__}: {str(exc)[:120]})") from None
         receive_timeout = options.pop("receive_timeout_s", None)
         settings = RunSettings(
             run_id=request.run_id, protocol=request.protocol, distribution=request.distribution,  # type: ignore[arg-type]
@@ -295,10 +360,14 @@ class PartyService(pb_grpc.PartyServicer):
             options=options,
         )
         if receive_timeout is not None:
-            if not isinstance(receive_timeout, (int, float)) or receive_timeout <= 0:
-                raise InputError(f"malformed run request: receive_timeout_s must be a positive number")
+            if not isinstance(receive_timeout, (int, float)) or isinstance(receive_timeout, bool) \
+                    or not receive_timeout > 0 or receive_timeout == float("inf"):
+                raise _public("malformed run request: receive_timeout_s must be a positive number")
             settings.receive_timeout_s = float(receive_timeout)
-        role_function(settings.protocol, parties[self.cfg.name])  # unknown protocol/role fails here, before Start
+        try:
+            role_function(settings.protocol, parties[self.cfg.name])  # unknown protocol/role fails here, before Start
+        except FedanonError as exc:
+            raise _public(str(exc)) from None
         local = None
         if self.cfg.data is not None and parties[self.cfg.name] == "primary" and spec.anonymizes:
             local = self._local_data()
@@ -336,7 +405,8 @@ class PartyService(pb_grpc.PartyServicer):
         try:
             role = settings.parties[self.cfg.name]
             fn = role_function(settings.protocol, role)
-            outcome = fn(RoleContext(me=self.cfg.name, transport=transport, settings=settings, local=state.local))
+            with decompression_limit(self.cfg.limits.max_decompressed_bytes):
+                outcome = fn(RoleContext(me=self.cfg.name, transport=transport, settings=settings, local=state.local))
             report: dict[str, Any] = {"role": role, **(outcome.report or {})}
             if outcome.result is not None and hasattr(outcome.result, "to_report"):
                 report.setdefault("result", outcome.result.to_report())
@@ -359,26 +429,29 @@ class PartyService(pb_grpc.PartyServicer):
             state.inbox.close()  # late or unread messages of a finished run must not pin memory
             state.events.put(pb.RunEvent(report_json=json.dumps(report, default=_jsonable)))
             self.log("run_done", run=settings.run_id, elapsed_s=report["elapsed_s"])
-        except Exception as exc:  # every failure must reach the coordinator and the peers
+        except Exception as exc:  # every failure must reach the coordinator and the peers - its public part
             if isinstance(exc, FedanonError):
-                message = str(exc)
+                private = str(exc)
             else:
-                message = f"{self.cfg.name}: internal error {type(exc).__name__}: {exc}"
+                private = f"internal error {type(exc).__name__}: {exc}"
                 self.log("internal_error", level="error", run=settings.run_id, trace=traceback.format_exc(limit=5))
+            message = public_message(exc)
             if not message.startswith(f"{self.cfg.name}:"):
                 message = f"{self.cfg.name}: {message}"
-            self._fail(state, message, propagate=True)
+            self._fail(state, message, propagate=True, private=private)
         finally:
             state.events.put(None)
 
-    def _fail(self, state: RunState, message: str, propagate: bool) -> None:
+    def _fail(self, state: RunState, message: str, propagate: bool, private: str = "") -> None:
+        """End a run here: `message` (public) goes to the coordinator, the peers and Ping; `private` only to our log."""
         with self._lock:
             if state.status in ("done", "failed"):
                 return
             state.status = "failed"
             state.detail = message
         state.inbox.abort(message)
-        self.log("run_failed", level="error", run=state.settings.run_id, error=message)
+        self.log("run_failed", level="error", run=state.settings.run_id, error=message,
+                 **({"detail": private} if private and private != message else {}))
         state.events.put(pb.RunEvent(error=message))
         if state.transport is None:
             state.events.put(None)  # never started: no worker will close the event stream
@@ -390,6 +463,17 @@ class PartyService(pb_grpc.PartyServicer):
         for rid in finished[:-_KEEP_FINISHED] if len(finished) > _KEEP_FINISHED else []:
             del self._runs[rid]
 
+    def expire_prepared(self) -> None:
+        ttl = self.cfg.limits.prepared_ttl_s
+        now = time.monotonic()
+        with self._lock:
+            stale = [s for s in self._runs.values() if s.status == "prepared" and now - s.prepared_at > ttl]
+        for state in stale:
+            self.log("run_expired", level="warning", run=state.settings.run_id, coordinator=state.coordinator)
+            self._fail(state, f"{self.cfg.name}: run expired: prepared but not started within {ttl:g} s "
+                              "(limits.prepared_ttl_s)", propagate=False)
+            state.inbox.close()
+
     def abort_all(self, reason: str) -> None:
         with self._lock:
             active = [s for s in self._runs.values() if s.status in ("prepared", "running")]
@@ -398,6 +482,37 @@ class PartyService(pb_grpc.PartyServicer):
             self._fail(state, message, propagate=False)
             if state.transport is not None:
                 state.transport.abort(message)  # synchronously: the process may exit right after
+
+
+def _public(message: str) -> InputError:
+    """An InputError whose whole text is public (built from run settings, never from data)."""
+    return with_public(InputError(message), message)  # type: ignore[return-value]
+
+
+def check_roster(request: pb.RunRequest) -> dict[str, str]:
+    """The run's parties {name: role}, or InputError for a roster no protocol could run."""
+    from fedanon.parties.certs import check_party_name
+
+    if not request.run_id or len(request.run_id) > 128 or not request.run_id.isprintable():
+        raise _public("malformed run request: run id must be 1-128 printable characters")
+    parties: dict[str, str] = {}
+    for p in request.parties:
+        try:
+            check_party_name(p.name)
+        except InputError:
+            raise _public(f"malformed run request: invalid party name {p.name[:64]!r}") from None
+        if p.name in parties:
+            raise _public(f"malformed run request: party {p.name!r} listed twice")
+        if not p.role.isidentifier() or len(p.role) > 32:  # which roles a protocol has: its spec says
+            raise _public(f"malformed run request: party {p.name!r} has role {p.role[:32]!r}")
+        parties[p.name] = p.role
+    if len(parties) < 2:
+        raise _public("malformed run request: a run needs at least two parties")
+    if request.result_recipient not in parties:
+        raise _public(f"malformed run request: result recipient {request.result_recipient[:64]!r} is not a party")
+    if request.distribution not in ("horizontal", "vertical"):
+        raise _public(f"malformed run request: distribution {request.distribution[:32]!r}")
+    return parties
 
 
 def _jsonable(value: Any) -> Any:
@@ -500,9 +615,13 @@ class PartyDaemon:
     def __init__(self, cfg: PartyConfig, log: EventLog | None = None, max_workers: int = 32) -> None:
         self.cfg = cfg
         self.log = log or EventLog(cfg.name)
+        cfg.limits.validate(str(cfg.source or f"party {cfg.name!r}"))
         check_identity(cfg)
         self.service = PartyService(cfg, self.log)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        # every peer may hold its full quota of streams and a coordinator its calls, with room to spare for Pings
+        callers = len(cfg.peers) + len(cfg.coordinators)
+        workers = max(max_workers, cfg.limits.max_streams_per_peer * callers + 16)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                                   options=server_options(cfg.limits))
         pb_grpc.add_PartyServicer_to_server(self.service, self.server)
         try:
@@ -516,8 +635,15 @@ class PartyDaemon:
 
     def start(self) -> None:
         self.server.start()
+        threading.Thread(target=self._janitor, name="janitor", daemon=True).start()
         self.log("serving", listen=self.cfg.listen, port=self.port, peers=",".join(self.cfg.peers),
                  coordinators=",".join(self.cfg.coordinators), has_data=self.cfg.data is not None)
+
+    def _janitor(self) -> None:
+        """Expire prepared runs nobody started (their buffered messages go with them); cut stalled streams."""
+        while not self._stopped.wait(0.5):
+            self.service.expire_prepared()
+            self.service.watch_streams()
 
     def stop(self, grace: float = 3.0) -> None:
         if self._stopped.is_set():

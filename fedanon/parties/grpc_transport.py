@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import grpc
 
-from fedanon.errors import PeerError
+from fedanon.errors import PeerError, scrub
 from fedanon.parties.config import Limits
 from fedanon.parties.inbox import RunInbox
 from fedanon.parties.tls import ChannelPool
@@ -30,8 +30,14 @@ from fedanon.protocols.transport import Transport
 PhaseListener = Callable[[str, str], None]  # (phase, "start" | "end")
 
 _MIN_THROUGHPUT = 2 << 20  # bytes/s assumed when sizing the deadline of one large message
-_DOWN_MISSES = 2   # consecutive unreachable pings before a peer counts as dead
-_SLOW_MISSES = 15  # consecutive unanswered (timed-out) pings before a peer counts as hung
+_DOWN_MISSES = 2   # consecutive refused/dropped connections before a peer counts as dead
+_HUNG_FRACTION = 0.9  # a ping that fails only after this share of its deadline was not answered: hung
+
+
+def unresponsive(peer: str, waited_s: float, address: str | None = None) -> str:
+    where = f" at {address}" if address else ""
+    return (f"party {peer!r}{where} is unresponsive: no answer to a heartbeat within {waited_s:.1f} s "
+            "(process stopped, hung or overloaded; limits.heartbeat_s)")
 
 
 def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None) -> str:
@@ -150,7 +156,17 @@ class GrpcTransport(Transport):
         counter = [0]
         deadline = self._limits.rpc_timeout_s + len(payload) / _MIN_THROUGHPUT
         try:
-            self._links.stub(to, verified=True).Deliver(self._chunks(topic, payload, counter), timeout=deadline)
+            stub = self._links.stub(to, verified=True)
+            call = stub.Deliver.future(self._chunks(topic, payload, counter), timeout=deadline)
+            while True:  # while the message is on its way, make sure the receiver is not hung
+                try:
+                    call.result(timeout=self._limits.heartbeat_s)
+                    break
+                except grpc.FutureTimeoutError:
+                    problem = self._ping(to)
+                    if problem and "unresponsive" in problem:
+                        call.cancel()
+                        raise PeerError(f"{self.me}: sending {topic!r}: {problem}") from None
         except grpc.RpcError as exc:
             self._links.failed(to)
             if self._inbox.aborted:
@@ -177,35 +193,47 @@ class GrpcTransport(Transport):
 
     def check_peers(self) -> None:
         """Ping every other party about this run; PeerError naming the first one that is gone or failed."""
-        timeout = max(2.0, 2 * self._limits.heartbeat_s)
-        futures = {}
-        for peer in self.others:
-            try:
-                futures[peer] = self._links.stub(peer).Ping.future(pb.PingRequest(run_id=self.run_id), timeout=timeout)
-            except PeerError:
-                raise
-        problems: list[str] = []
-        for peer, fut in futures.items():
-            try:
-                reply = fut.result()
-            except grpc.RpcError as exc:
-                # A busy peer may answer late (GIL-heavy work on a loaded machine): only a run of
-                # misses counts. A refused/dropped connection is near-certain death: two in a row.
-                slow = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                self._misses[peer] += 1
-                if self._misses[peer] >= (_SLOW_MISSES if slow else _DOWN_MISSES):
-                    self._links.failed(peer)
-                    problems.append(describe_rpc_error(peer, exc))
-                continue
-            self._misses[peer] = 0
-            if reply.run_state == "failed":
-                problems.append(f"party {peer!r} aborted the run: {reply.detail}")
-            elif reply.run_state == "unknown":
-                problems.append(f"party {peer!r} no longer knows run {self.run_id} (daemon restarted?)")
+        problems = [p for p in (self._ping(peer) for peer in self.others) if p]
         if problems:
             if self._inbox.aborted:
                 raise PeerError(self._inbox.aborted)
             raise PeerError(f"{self.me}: " + problems[0])
+
+    def _ping(self, peer: str) -> str:
+        """'' if `peer` is alive and still in the run, else one line saying what is wrong with it."""
+        return self._ping_all([peer])[0] if peer in self.others else ""
+
+    def _ping_all(self, peers: list[str]) -> list[str]:
+        # A ping not answered within one heartbeat means the peer is hung (SIGSTOP, deadlock, swapped out):
+        # reported at once, so detection takes at most two heartbeats. The handshake of a stopped peer also
+        # times out, which gRPC may report as a TLS failure: the elapsed time tells them apart.
+        timeout = self._limits.heartbeat_s
+        t0 = time.monotonic()
+        futures = {peer: self._links.stub(peer).Ping.future(pb.PingRequest(run_id=self.run_id), timeout=timeout)
+                   for peer in peers}
+        out: list[str] = []
+        for peer, fut in futures.items():
+            try:
+                reply = fut.result()
+            except grpc.RpcError as exc:
+                waited = time.monotonic() - t0
+                hung = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED or waited >= _HUNG_FRACTION * timeout
+                self._misses[peer] += 1
+                if hung or self._misses[peer] >= _DOWN_MISSES:
+                    self._links.failed(peer)
+                    out.append(unresponsive(peer, waited, self._links.addresses.get(peer)) if hung
+                               else describe_rpc_error(peer, exc))
+                else:
+                    out.append("")
+                continue
+            self._misses[peer] = 0
+            if reply.run_state == "failed":
+                out.append(f"party {peer!r} aborted the run: {scrub(reply.detail)}")
+            elif reply.run_state == "unknown":
+                out.append(f"party {peer!r} no longer knows run {self.run_id} (daemon restarted?)")
+            else:
+                out.append("")
+        return out
 
     # ------------------------------------------------------------------ aborting
     def abort(self, reason: str) -> None:

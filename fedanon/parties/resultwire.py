@@ -23,8 +23,11 @@ def encode_result(columns: list[str], rows: list[list[str]]) -> bytes:
 
 
 def decode_result(blob: bytes) -> tuple[list[str], list[list[str]]]:
+    from fedanon.protocols.codec import checked_uncompress
+
+    body = checked_uncompress(blob, "the result sent by the recipient")  # ProtocolError on a bomb
     try:
-        doc = json.loads(snappy.decompress(blob))
+        doc = json.loads(body)
         return [str(c) for c in doc["columns"]], [[str(v) for v in row] for row in doc["rows"]]
     except Exception as exc:  # corrupted stream: name it, never dump content
         raise ProtocolError(f"the result sent by the recipient is malformed ({type(exc).__name__})") from None

@@ -113,7 +113,8 @@ class ChannelPool:
         if id(ch) in self._verified:
             return ch
         nonce = new_nonce()
-        reply = pb_grpc.PartyStub(ch).Ping(pb.PingRequest(nonce=nonce), timeout=self._limits.rpc_timeout_s)
+        reply = pb_grpc.PartyStub(ch).Ping(pb.PingRequest(nonce=nonce),
+                                           timeout=min(self._limits.rpc_timeout_s, max(5.0, 2 * self._limits.heartbeat_s)))
         try:
             verify_identity(reply.identity_certificate, reply.identity_signature, expected=name, caller=self.me,
                             nonce=nonce, ca_pem=self._ca, known=known, where=address)

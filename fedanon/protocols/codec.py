@@ -24,8 +24,10 @@ len(name) name | len(payload) payload (u64 length) — parts are already-encoded
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import struct
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import snappy
@@ -85,7 +87,48 @@ def _compress(body: bytes) -> bytes:
     return snappy.compress(body)
 
 
+DEFAULT_MAX_DECOMPRESSED = 4 << 30
+_max_decompressed: contextvars.ContextVar[int] = contextvars.ContextVar("max_decompressed",
+                                                                        default=DEFAULT_MAX_DECOMPRESSED)
+
+
+@contextlib.contextmanager
+def decompression_limit(max_bytes: int) -> Iterator[None]:
+    """Refuse Snappy blocks that would expand beyond `max_bytes` (a party daemon sets this per run)."""
+    token = _max_decompressed.set(max_bytes)
+    try:
+        yield
+    finally:
+        _max_decompressed.reset(token)
+
+
+def snappy_length(blob: bytes | memoryview, what: str) -> int:
+    """The uncompressed length a raw Snappy block declares (its leading varint), read before decompressing."""
+    result = shift = 0
+    for i in range(min(5, len(blob))):
+        byte = blob[i]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+    raise ProtocolError(f"corrupt {what}: no Snappy length header")
+
+
+def checked_uncompress(blob: bytes, what: str) -> bytes:
+    """Snappy-decompress `blob`, refusing before any allocation if it declares more than the limit."""
+    limit = _max_decompressed.get()
+    declared = snappy_length(blob, what)
+    if declared > limit:
+        raise ProtocolError(f"{what} would decompress to {declared} bytes, above the limit of {limit} bytes "
+                            "(limits.max_decompressed_mib)")
+    return _decompress_raw(blob, what)
+
+
 def _decompress(blob: bytes, what: str) -> bytes:
+    return checked_uncompress(blob, what)
+
+
+def _decompress_raw(blob: bytes, what: str) -> bytes:
     try:
         return snappy.uncompress(blob)
     except Exception as exc:  # snappy raises its own error types, varying by version

@@ -19,6 +19,7 @@ from typing import Any
 
 import fedanon
 from fedanon.errors import InputError
+from fedanon.parties.reaper import sigterm_safe
 
 DATASETS: dict[str, dict[str, Any]] = {
     "adult": {
@@ -52,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--counters", default="elgamal", choices=["paillier", "elgamal"],
                    help="Protocol C's counter cipher in the demo (default elgamal, for speed; paillier is "
                         "Protocol C's own default, 3072-bit)")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=sigterm_safe(run))  # SIGTERM cleans up daemons and temp files too
 
 
 def data_dir(dataset: str) -> Path:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.parties.reaper import sigterm_safe
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
 HELPER = "helper"
@@ -82,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--baseline", action="store_true",
                      help="also compute the anonymize-then-integrate baseline (dissertation §4.3) on the same "
                           "shares and report the secure result's loss as a percentage of the baseline's")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=sigterm_safe(run))  # SIGTERM cleans up daemons and temp files too
 
 
 @dataclass
@@ -185,11 +186,12 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
                  protocol):
     from fedanon.engine.csvio import write_table_csv
+    from fedanon.parties import reaper
     from fedanon.parties.simulation import SimulatedParty, run_simulation
 
     qis = set(config.quasi_identifiers)
     sensitive_names = set(config.sensitive_attributes)
-    with tempfile.TemporaryDirectory(prefix="fedanon-simulate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fedanon-simulate-") as tmp, reaper.guarded_dir(Path(tmp)):
         base = Path(workdir) if workdir is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         parties: list[SimulatedParty] = []

@@ -5,7 +5,8 @@ a temporary directory, writes one party config per party (each trusting all the
 others and the coordinator), starts `python3 -m fedanon party serve` per party
 on free loopback ports, waits until each has written its ready file, and on exit
 stops them (SIGTERM, then SIGKILL after a grace period) and deletes everything,
-also when the run failed. `run_simulation` is the one-call form used by
+also when the run failed — and, through `parties/reaper.py`, also when this process
+is killed. The CA private key is deleted as soon as the certificates exist. `run_simulation` is the one-call form used by
 `fedanon simulate` / `fedanon demo` and the protocol tests.
 """
 
@@ -27,7 +28,7 @@ import tomli_w
 
 import fedanon
 from fedanon.errors import InputError, PeerError
-from fedanon.parties import certs
+from fedanon.parties import certs, reaper
 from fedanon.parties.config import (
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict,
 )
@@ -125,6 +126,8 @@ class SimulatedNetwork:
 
     def _setup(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self._own_dir:  # keys, certificates and configs: removed even if this process is killed
+            reaper.guard_dir(self.dir)
         (self.dir / "logs").mkdir(exist_ok=True)
         certs.init_ca(self.cert_dir, force=True)
         for p in self.parties:
@@ -197,6 +200,7 @@ class SimulatedNetwork:
                  "--ready-file", str(ready), "--log-level", self.log_level],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
+            reaper.guard_pid(self.procs[name].pid)  # stopped even if this process is killed
         finally:
             log.close()
 
@@ -261,6 +265,7 @@ class SimulatedNetwork:
         self._stop_all()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+            reaper.release_dir(self.dir)
 
     def _stop_all(self) -> None:
         for daemon in self.daemons.values():
@@ -276,6 +281,7 @@ class SimulatedNetwork:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+            reaper.release_pid(proc.pid)
         self.procs = {}
 
 

@@ -1,0 +1,94 @@
+"""Finding 7 of issue 11: the recipient checks the decrypted result before accepting it.
+
+A helper that deviates from the protocol (outside the semi-honest model) replaces the
+engine's output. Before the fix the recipient decrypted and returned whatever came —
+including one primary's own un-anonymized rows — and the run succeeded everywhere.
+Now the recipient runs the independent verifier on the output and looks for its own rows
+at the reported transformation; a rejection fails the run at every party, and what the
+other parties hear of it names no value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedanon
+import fedanon.protocols.protocol_b as protocol_b
+from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.csvio import read_table_csv
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.engine.table import EncodedTable
+from fedanon.protocols.api import RunSettings
+from fedanon.protocols.local_run import run_in_memory
+from fedanon.protocols.split import split_horizontal
+
+DATA = Path(fedanon.__file__).parent / "data"
+QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+
+
+@pytest.fixture(scope="module")
+def adult():
+    columns, rows = read_table_csv(DATA / "adult" / "adult.csv")
+    pick = np.random.default_rng(11).choice(len(rows), size=1200, replace=False)
+    hierarchies = {a: Hierarchy.read_csv(DATA / "adult" / f"adult_hierarchy_{a}.csv", a) for a in QIS}
+    return columns, [rows[i] for i in sorted(pick.tolist())], hierarchies
+
+
+def _run(adult, monkeypatch, deviate):
+    columns, rows, hierarchies = adult
+    real = protocol_b.anonymize
+
+    def deviating(table: EncodedTable, *args, **kwargs):
+        result = real(table, *args, **kwargs)
+        return deviate(table, result)
+
+    monkeypatch.setattr(protocol_b, "anonymize", deviating)
+    config = AnonymizationConfig(QIS, k=5, suppression=0.02, metric="loss")
+    shares = split_horizontal(columns, rows, 2, "blocks")
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    settings = RunSettings("deviating-helper", "B", "horizontal", config, {"p1": "primary", "p2": "primary",
+                                                                           "helper": "helper"}, "p1", {})
+    return run_in_memory(settings, local, timeout_s=120), local
+
+
+def test_helper_returning_a_primarys_raw_rows_fails_the_run_everywhere(adult, monkeypatch) -> None:
+    def raw_rows_of_p1(table: EncodedTable, result):
+        n1 = len(table.codes) // 2  # p1's block comes first in the integrated table
+        output = EncodedTable(list(table.columns), table.codes[:n1].copy(), table.dictionaries)
+        return dataclasses.replace(result, output=output, suppressed=np.zeros(n1, dtype=bool), suppressed_rows=0,
+                                   transformation={q: 0 for q in QIS})
+
+    run, local = _run(adult, monkeypatch, raw_rows_of_p1)
+    assert sorted(run.errors) == ["helper", "p1", "p2"], run.errors
+    assert all(o.output_rows is None for o in run.outcomes.values())
+    assert "violates the run's privacy model" in str(run.errors["p1"])
+    # the others learn that the result was rejected, but no value of p1
+    for party in ("helper", "p2"):
+        text = str(run.errors[party])
+        assert "rejected by the recipient" in text
+        values = {v for row in local["p1"].rows for v in row if len(v) > 3}
+        assert not [v for v in values if v in text]
+
+
+def test_helper_altering_the_recipients_own_rows_is_caught(adult, monkeypatch) -> None:
+    def swap_sensitive(table: EncodedTable, result):
+        out = result.output
+        codes = out.codes.copy()
+        col = list(out.columns).index("salary-class")
+        codes[:, col] = (codes[:, col] + 1) % len(out.dictionaries[col])  # flip every salary class
+        return dataclasses.replace(result, output=EncodedTable(list(out.columns), codes, out.dictionaries))
+
+    run, _ = _run(adult, monkeypatch, swap_sensitive)
+    assert sorted(run.errors) == ["helper", "p1", "p2"], run.errors
+    assert "are not in the result at transformation" in str(run.errors["p1"])
+    assert "of its own 600 rows are not in the result" in str(run.errors["p2"])  # the public part
+
+
+def test_an_honest_helper_is_accepted(adult, monkeypatch) -> None:
+    run, _ = _run(adult, monkeypatch, lambda table, result: result)
+    assert not run.errors
+    assert len(run.outcomes["p1"].output_rows or []) == 1200

@@ -392,9 +392,18 @@ class PartyService(pb_grpc.PartyServicer):
         return self._data_cache[1]
 
     def _phase_event(self, state: RunState, phase: str, what: str) -> None:
+        if what == "start" and (state.settings.options or {}).get("fault_injection") == f"{self.cfg.name}:{phase}":
+            raise self._injected_fault(state, phase)
         elapsed = time.perf_counter() - state.started
         state.events.put(pb.RunEvent(phase=pb.PhaseEvent(party=self.cfg.name, phase=phase, state=what, elapsed_s=elapsed)))
         self.log("phase", run=state.settings.run_id, phase=phase, state=what, elapsed_s=elapsed)
+
+    def _injected_fault(self, state: RunState, phase: str) -> InputError:
+        """Run option `fault_injection = "PARTY:PHASE"`: fail here with a message as private as it gets
+        (this party's file path and first data row), so tests can check that only its public part travels."""
+        where = self.cfg.data.csv if self.cfg.data is not None else self.cfg.source
+        row = ";".join(state.local.rows[0]) if state.local is not None and state.local.rows else ""
+        return InputError(f"injected fault in phase {phase} at {self.cfg.name}: {where} row 1 = {row}")
 
     def _execute(self, state: RunState) -> None:
         from fedanon.protocols.registry import role_function
@@ -438,7 +447,11 @@ class PartyService(pb_grpc.PartyServicer):
             message = public_message(exc)
             if not message.startswith(f"{self.cfg.name}:"):
                 message = f"{self.cfg.name}: {message}"
-            self._fail(state, message, propagate=True, private=private)
+            # the full text, for this party's own operator only (logged even if a peer's abort got here first)
+            self.log("role_failed", level="error", run=settings.run_id, detail=private)
+            # a verdict every party already received (the role marks it) needs no abort broadcast, which
+            # would also race the others' own, more detailed, reading of it
+            self._fail(state, message, propagate=not getattr(exc, "shared_with_all", False))
         finally:
             state.events.put(None)
 

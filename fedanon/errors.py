@@ -9,12 +9,25 @@ from __future__ import annotations
 import re
 
 
+INPUT_ERROR_LIMIT = 400  # characters of one input error line (file name, line, what, and a clipped value)
+
+
 class FedanonError(Exception):
     """Base class of every error fedanon reports to a user."""
 
 
 class InputError(FedanonError):
-    """Bad input data or configuration: names the file, line and value at fault."""
+    """Bad input data or configuration: names the file, line and value at fault.
+
+    By construction one line of at most INPUT_ERROR_LIMIT characters, however much of a
+    bad file a raise site quotes (a 20 MB row must not become a 20 MB error line).
+    """
+
+    def __init__(self, message: object = "", *rest: object) -> None:
+        text = " ".join(str(message).split())
+        if len(text) > INPUT_ERROR_LIMIT:
+            text = text[:INPUT_ERROR_LIMIT - 24] + f"…(+{len(text) - INPUT_ERROR_LIMIT + 24} chars)"
+        super().__init__(text, *rest)
 
 
 class HierarchyError(InputError):
@@ -40,6 +53,21 @@ class PeerError(FedanonError):
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])(?:/|[A-Za-z]:\\)[^\s'\"`,;()\[\]]+")
 PUBLIC_LIMIT = 400  # characters; a shared reason is one line, never a dump
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """`text` for an error message: at most `limit` characters of it, then how much was left out."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
+
+
+def toml_problem(exc: BaseException) -> str:
+    """What is wrong with a TOML file, in a few words (the parser's own text is already short)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return clip(str(exc), 160)
 
 
 def with_public(exc: BaseException, public: str) -> BaseException:

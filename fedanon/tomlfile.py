@@ -31,3 +31,5 @@ def load_toml_file(path: str | Path, what: str = "TOML file") -> dict[str, Any]:
                          f"{exc.start}); a {what} must be UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays/tables recursively
+        raise InputError(f"{path}: not valid TOML: nested too deeply") from None

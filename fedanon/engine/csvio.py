@@ -193,7 +193,7 @@ def _header(path: Path, delimiter: str, encoding: str) -> tuple[int, list[str]]:
     seen: set[str] = set()
     for name in header:
         if name in seen:
-            raise InputError(f"{path}, line {line}: duplicate column name {name!r}")
+            raise InputError(f"{path}, line {line}: duplicate column name {_echo(name)}")
         seen.add(name)
     return line, header
 
@@ -205,7 +205,7 @@ def _first_ragged_row(path: Path, header: list[str], delimiter: str, encoding: s
     for line, cells in records:
         if len(cells) != width:
             return (f"{path}, line {line}: {len(cells)} values, expected {width} "
-                    f"(header: {delimiter.join(header)}); row: {_echo(delimiter.join(cells))}")
+                    f"(header: {_echo(delimiter.join(header))}); row: {_echo(delimiter.join(cells))}")
     return None
 
 

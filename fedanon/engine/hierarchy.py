@@ -16,11 +16,14 @@ import numpy as np
 
 from fedanon.engine.csvio import read_delimited
 from fedanon.engine.table import to_bytes
-from fedanon.errors import HierarchyError
+from fedanon.errors import HierarchyError, clip
+
+
+MAX_HEIGHT = 1000  # levels; far beyond any real hierarchy, and codes per level stay small integers
 
 
 def _show(value: bytes) -> str:
-    return repr(value.decode("utf-8", errors="backslashreplace"))
+    return repr(clip(value.decode("utf-8", errors="backslashreplace")))
 
 
 class Hierarchy:
@@ -52,6 +55,8 @@ class Hierarchy:
             raise HierarchyError(f"{where}: hierarchy is empty (needs one line per value)")
         encoded = [[to_bytes(v) for v in row] for row in rows]
         height = len(encoded[0])
+        if height > MAX_HEIGHT:
+            raise HierarchyError(f"{where}: hierarchy has {height} levels, more than the {MAX_HEIGHT} supported")
         if height == 0:
             raise HierarchyError(f"{at(0)}: empty hierarchy row")
         first: dict[bytes, int] = {}

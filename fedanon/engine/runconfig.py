@@ -24,7 +24,7 @@ from fedanon.engine.config import (
     LDiversity,
     TCloseness,
 )
-from fedanon.errors import InputError
+from fedanon.errors import InputError, clip
 from fedanon.tomlfile import load_toml_file
 
 DEFAULT_METRIC = "nonuniform-entropy"
@@ -168,6 +168,8 @@ def parse_delta_presence(text: str, base: Path | None = None) -> tuple[DeltaPres
 
 
 def _resolve(path: str | Path, base: Path | None) -> Path:
+    if "\0" in str(path):
+        raise InputError(f"path {clip(str(path).replace(chr(0), '<NUL>'))!r} contains a NUL character")
     p = Path(path).expanduser()
     return p if p.is_absolute() or base is None else base / p
 

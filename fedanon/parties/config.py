@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import InputError
+from fedanon.errors import InputError, clip
 from fedanon.tomlfile import load_toml_file
 from fedanon.parties.certs import check_party_name
 
@@ -184,6 +184,8 @@ class _Section:
 
 
 def resolve(config_path: Path, value: str) -> Path:
+    if "\0" in value:
+        raise InputError(f"{config_path}: path {clip(value.replace(chr(0), '<NUL>'))!r} contains a NUL character")
     p = Path(value).expanduser()
     return p if p.is_absolute() else (config_path.parent / p).resolve()
 

@@ -271,7 +271,8 @@ class PartyService(pb_grpc.PartyServicer):
         if peer not in state.settings.parties:
             self._refuse(context, "Deliver", peer, f"{peer!r} is not a party of run {first.run_id!r}", run=first.run_id)
         if state.inbox.aborted or state.status in ("done", "failed"):
-            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: run {first.run_id!r} is over")
+            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: "
+                                                   f"{state.inbox.aborted or f'run {first.run_id!r} is over'}")
         total = first.total_size
         if total > limits.max_payload_bytes:
             raise Refusal(f"party {self.cfg.name!r} refuses a {total}-byte message from {peer!r}: above "
@@ -297,7 +298,8 @@ class PartyService(pb_grpc.PartyServicer):
         del buf
         state.inbox.wire_received[(state.transport.phase if state.transport else "setup", peer)] += wire
         if not state.inbox.put(peer, first.topic, payload):
-            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: run {first.run_id!r} is over")
+            context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: "
+                                                   f"{state.inbox.aborted or f'run {first.run_id!r} is over'}")
         self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic[:64], bytes=total)
         return total
 

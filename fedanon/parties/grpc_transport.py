@@ -37,7 +37,7 @@ _HUNG_FRACTION = 0.9  # a ping that fails only after this share of its deadline 
 def unresponsive(peer: str, waited_s: float, address: str | None = None) -> str:
     where = f" at {address}" if address else ""
     return (f"party {peer!r}{where} is unresponsive: no answer to a heartbeat within {waited_s:.1f} s "
-            "(process stopped, hung or overloaded; limits.heartbeat_s)")
+            "(process stopped or hung, host overloaded, or the link to it is down; limits.heartbeat_s)")
 
 
 def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None) -> str:

@@ -194,7 +194,9 @@ class PartyService(pb_grpc.PartyServicer):
                                                    f"not {caller!r}", run=request.run_id)
         with self._lock:
             if state.status != "prepared":
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"run {request.run_id!r} is already {state.status}")
+                why = f": {state.detail}" if state.detail else ""  # public: names the party where it failed
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"run {request.run_id!r} is already {state.status}{why}")
             state.status = "running"
         state.started = time.perf_counter()
         state.transport = GrpcTransport(
@@ -455,6 +457,7 @@ class PartyService(pb_grpc.PartyServicer):
             # would also race the others' own, more detailed, reading of it
             self._fail(state, message, propagate=not getattr(exc, "shared_with_all", False))
         finally:
+            state.inbox.close()  # whatever is still queued (an aborted run's messages) is released here
             state.events.put(None)
 
     def _fail(self, state: RunState, message: str, propagate: bool, private: str = "") -> None:
@@ -469,6 +472,7 @@ class PartyService(pb_grpc.PartyServicer):
                  **({"detail": private} if private and private != message else {}))
         state.events.put(pb.RunEvent(error=message))
         if state.transport is None:
+            state.inbox.close()  # never started: no role will read what was delivered for it
             state.events.put(None)  # never started: no worker will close the event stream
         if propagate and state.transport is not None:
             threading.Thread(target=state.transport.abort, args=(message,), daemon=True).start()

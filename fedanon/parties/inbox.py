@@ -35,12 +35,16 @@ class RunInbox:
             return True
 
     def take(self, sender: str, topic: str, wait_s: float) -> bytes | None:
-        """The next message for (sender, topic), waiting up to `wait_s`; PeerError once aborted."""
+        """The next message for (sender, topic), waiting up to `wait_s`; PeerError once aborted.
+
+        A message that arrived before the abort is still handed out: it may be the verdict
+        that lets this party say *why* the run failed in its own, more detailed words.
+        """
         with self._cond:
             self._cond.wait_for(lambda: self.aborted is not None or bool(self._messages.get((sender, topic))), wait_s)
-            if self.aborted is not None:
-                raise PeerError(self.aborted)
             box = self._messages.get((sender, topic))
+            if not box and self.aborted is not None:
+                raise PeerError(self.aborted)
             payload = box.popleft() if box else None
         if payload is not None and self._on_release is not None:
             self._on_release(len(payload))
@@ -60,11 +64,13 @@ class RunInbox:
             self._drop_all()
 
     def abort(self, reason: str) -> bool:
-        """Mark the run as aborted (first reason wins); True if this call set it."""
+        """Mark the run as aborted (first reason wins; nothing is accepted after it); True if this call set it.
+
+        Queued messages stay until `close` (the daemon closes the inbox when the run's role ends).
+        """
         with self._cond:
             if self.aborted is not None:
                 return False
             self.aborted = reason
-            self._drop_all()
             self._cond.notify_all()
             return True

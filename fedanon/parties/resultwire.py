@@ -25,7 +25,10 @@ def encode_result(columns: list[str], rows: list[list[str]]) -> bytes:
 def decode_result(blob: bytes) -> tuple[list[str], list[list[str]]]:
     from fedanon.protocols.codec import checked_uncompress
 
-    body = checked_uncompress(blob, "the result sent by the recipient")  # ProtocolError on a bomb
+    try:
+        body = checked_uncompress(blob, "result")  # refuses a block declaring more than the limit
+    except ProtocolError as exc:
+        raise ProtocolError(f"the result sent by the recipient is malformed ({exc})") from None
     try:
         doc = json.loads(body)
         return [str(c) for c in doc["columns"]], [[str(v) for v in row] for row in doc["rows"]]

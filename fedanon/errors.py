@@ -52,7 +52,7 @@ class PeerError(FedanonError):
 # protocol verdicts) are shared verbatim, and anything else is reduced to its kind.
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])(?:/|[A-Za-z]:\\)[^\s'\"`,;()\[\]]+")
-PUBLIC_LIMIT = 400  # characters; a shared reason is one line, never a dump
+PUBLIC_LIMIT = 1000  # characters; a shared reason is one line, never a dump
 
 
 def clip(text: str, limit: int = 60) -> str:

@@ -34,6 +34,7 @@ from fedanon.parties.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
+_ABORT_GRACE_S = 1.0  # after the first failure, before the coordinator aborts the others
 EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/"end", elapsed
 
 
@@ -219,19 +220,30 @@ class Coordinator:
         if errors:
             first_party, first = errors[0]
             self.log("run_failed", run=self.run_id, party=first_party, error=first)
-            self.abort_all(f"party {first_party!r} failed: {first}")
-            # Collect the others' reasons for a short while: the root cause may arrive later than an echo of it.
-            deadline = time.monotonic() + 5.0
-            while pending and time.monotonic() < deadline:
+            # A verdict the parties share reaches each of them on its own: give them a moment to fail with
+            # their own (locally more detailed) reason before the coordinator's abort overtakes it.
+            deadline = time.monotonic() + _ABORT_GRACE_S
+            collect = 5.0 + 2 * self.cfg.limits.heartbeat_s  # a waiting party names a dead peer within 2 heartbeats
+            aborted = False
+            while pending and time.monotonic() < deadline + (collect if aborted else 0.0):
+                if not aborted and time.monotonic() >= deadline - 1e-3:
+                    self.abort_all(f"party {first_party!r} failed: {first}")
+                    aborted = True
+                    continue
+                limit = deadline + (collect if aborted else 0.0)
                 try:
-                    name, kind, value = events.get(timeout=max(0.05, deadline - time.monotonic()))
+                    name, kind, value = events.get(timeout=max(0.01, limit - time.monotonic()))
                 except queue.Empty:
-                    break
+                    if aborted:
+                        break
+                    continue
                 if kind in ("error", "lost"):
                     errors.append((name, value))
                     pending.discard(name)
                 elif kind == "report_json":
                     pending.discard(name)
+            if not aborted:
+                self.abort_all(f"party {first_party!r} failed: {first}")
             stop.set()
             for call in calls.values():
                 call.cancel()

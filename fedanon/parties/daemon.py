@@ -444,7 +444,7 @@ class PartyService(pb_grpc.PartyServicer):
             self.log("run_done", run=settings.run_id, elapsed_s=report["elapsed_s"])
         except Exception as exc:  # every failure must reach the coordinator and the peers - its public part
             if isinstance(exc, FedanonError):
-                private = str(exc)
+                private = getattr(exc, "private", None) or str(exc)  # LocalFailure and stop verdicts keep more
             else:
                 private = f"internal error {type(exc).__name__}: {exc}"
                 self.log("internal_error", level="error", run=settings.run_id, trace=traceback.format_exc(limit=5))

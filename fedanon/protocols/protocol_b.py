@@ -12,6 +12,8 @@ anonymize  helper runs the unchanged engine on ciphertext
 decrypt    helper  -> recipient b/result     re-permuted encrypted output + suppression mask + report
            helper  -> owner     b/decrypt    (vertical, per-party keys) the owner's output dictionaries
            owner   -> helper    b/plain      those dictionaries decrypted, sealed for the recipient
+           recipient -> helper  b/accepted   after checking the result (privacy model, own rows:
+                                             protocols/resultcheck.py); a rejection stops the run everywhere
            helper  -> others    b/done       report (no data)
 
 The leader (first primary) draws one AES-256-SIV key per column; the run id and the
@@ -61,6 +63,7 @@ from fedanon.protocols.roles import (
     shared_error,
     stop_run,
 )
+from fedanon.protocols.resultcheck import check_result
 from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
@@ -143,10 +146,15 @@ class _Primary(DataHolder):
         send_control(self.transport, self.helper, "b/hello", hello)
         if not problems:  # key-independent work overlaps the wait for the roster and keys
             self._prepared = self._prepare_share()
-        roster, _ = receive_control(self.transport, self.helper, "b/roster", Roster, "roster")
+        try:
+            roster, _ = receive_control(self.transport, self.helper, "b/roster", Roster, "roster")
+        except FedanonError:
+            if problems:  # stopped before the verdict reached us: still say what is wrong with our data
+                raise mark_shared(LocalFailure(problems)) from None
+            raise
         if problems:  # name our own values locally, in addition to the global verdict
             roster.raise_if_stopped("details at this party: " + LocalFailure(problems).private)
-            raise mark_shared(ProtocolError(LocalFailure(problems).private))
+            raise mark_shared(LocalFailure(problems))  # str() public; .private for this party's own log
         roster.raise_if_stopped()
         return roster
 
@@ -316,6 +324,7 @@ class _Primary(DataHolder):
                             plain[c] = d
                 outcome.output_columns, outcome.output_rows = self._decrypt_result(parts, ciphers, plain)
                 outcome.report.update(notice.report)
+                self._accept(outcome, parts, notice.report)
             else:
                 if per_party and owns_columns:
                     self._decrypt_for_recipient(ciphers, roster)
@@ -324,6 +333,18 @@ class _Primary(DataHolder):
                 outcome.report.update(done.report)
         outcome.report.update(role_report(self.ctx, "B", "primary", timer, PHASES))
         return outcome
+
+    def _accept(self, outcome: RoleOutcome, parts: dict[str, bytes], report: dict[str, Any]) -> None:
+        """Check the decrypted result (privacy model, own rows) and tell the helper; fail the run if it is wrong."""
+        mask = codec.decode_flags(parts["suppressed"], "suppression mask") if "suppressed" in parts else None
+        transformation = report.get("transformation")
+        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
+                                outcome.output_columns or [], outcome.output_rows or [],
+                                None if mask is None else mask.tolist(),
+                                transformation if isinstance(transformation, dict) else None)
+        if problems:
+            raise LocalFailure(problems)  # public part only leaves this party
+        send_control(self.transport, self.helper, "b/accepted", Verdict())
 
     def _tid_of_token(self, token: bytes, ciphers: ColumnCiphers) -> str | None:
         tid = self.local.tid_column
@@ -465,6 +486,9 @@ class _Helper:
                 request = codec.encode_table_parts(cols, np.zeros((0, len(cols)), np.int32), dicts)
                 send_control(transport, owner, "b/decrypt", Verdict(), dictionaries=request)
                 transport.send(settings.result_recipient, f"b/plain/{owner}", transport.receive(owner, "b/plain"))
+            # the others finish only once the recipient has checked and accepted the result
+            accepted, _ = receive_control(transport, settings.result_recipient, "b/accepted", Verdict, "acceptance")
+            accepted.raise_if_stopped()
             for p in self.primaries:
                 if p != settings.result_recipient:
                     send_control(transport, p, "b/done", Verdict(report=report))

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, TypeVar
 
 from fedanon.crypto.errors import CryptoError
-from fedanon.errors import FedanonError, PeerError, ProtocolError
+from fedanon.errors import FedanonError, PeerError, ProtocolError, with_public
+from fedanon.errors import public_message as shareable
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleFunction, RoleOutcome
 from fedanon.protocols.transport import Transport
@@ -117,10 +118,11 @@ class Verdict(ControlMessage):
         """Turn a stop verdict into the same exception at this party (known to all)."""
         if self.ok:
             return
-        message = self.error or "the run was stopped"
-        if extra:
-            message = f"{message}; {extra}"
-        raise shared_error(message, self.kind)
+        public = self.error or "the run was stopped"
+        exc = shared_error(f"{public}; {extra}" if extra else public, self.kind)
+        # `extra` may name this party's own values (decrypted findings): it stays in `.private`
+        exc.private = str(exc)  # type: ignore[attr-defined]
+        raise with_public(exc, public)
 
 
 @dataclass
@@ -211,8 +213,8 @@ def stop_run(ctx: RoleContext, message: str, kind: str = "protocol") -> FedanonE
 
 
 def public_message(ctx: RoleContext, exc: BaseException) -> str:
-    """What the others may learn about a local failure (never `.private`)."""
-    return f"party {ctx.me!r} failed: {exc}"
+    """What the others may learn about a local failure (never `.private`; see `errors.public_message`)."""
+    return f"party {ctx.me!r} failed: {shareable(exc)}"
 
 
 def abort_unless_shared(ctx: RoleContext, exc: BaseException) -> None:

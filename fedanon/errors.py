@@ -61,15 +61,6 @@ def clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
 
 
-def toml_problem(exc: BaseException) -> str:
-    """What is wrong with a TOML file, in a few words (the parser's own text is already short)."""
-    if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 ({exc.reason} at byte {exc.start})"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return clip(str(exc), 160)
-
-
 def with_public(exc: BaseException, public: str) -> BaseException:
     """Attach the part of `exc`'s message that other parties may see."""
     exc.public = public  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 
-INPUT_ERROR_LIMIT = 400  # characters of one input error line (file name, line, what, and a clipped value)
+INPUT_ERROR_LIMIT = 1000  # characters of one input error line (file, line, what, and clipped values)
 
 
 class FedanonError(Exception):

@@ -222,12 +222,14 @@ def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
 
     path = Path(path)
     encoding = check_encoding(encoding)
-    _line, header = _header(path, delimiter, encoding)
+    line, header = _header(path, delimiter, encoding)
     as_dictionary = pa.dictionary(pa.int32(), pa.string())
     try:
         table = pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(encoding=encoding, use_threads=True),
+            # our (trimmed) header names, so every column is read as dictionary-encoded text even when a
+            # raw header cell has surrounding whitespace (found by tests/test_security_fuzz.py)
+            read_options=pacsv.ReadOptions(encoding=encoding, use_threads=True, column_names=header, skip_rows=line),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char='"', double_quote=True,
                                              newlines_in_values=True, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(column_types={n: as_dictionary for n in header},

@@ -275,7 +275,7 @@ def test_sigterm_shuts_a_daemon_down_gracefully_and_aborts_its_run(monkeypatch: 
         assert net.procs["p2"].wait(15) == 0
         assert "event=stopped" in _log(net, "p2")
         for peer in ("p1", "p3"):
-            assert _wait_for(lambda: "party 'p2' aborted the run: p2: party is shutting down" in _log(net, peer), 10)
+            assert _wait_for(lambda: "party 'p2' aborted the run: p2: party is shutting down" in _log(net, peer), 30)
 
 
 def test_two_runs_at_once_keep_their_messages_apart(net: SimulatedNetwork) -> None:

@@ -360,3 +360,21 @@ def test_simulate_flags_for_protocol_a(tmp_path: Path, capsys) -> None:
         assert main([*base, *bad]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_recipient_rejects_a_raw_result_and_the_run_fails_everywhere(example, distribution: str) -> None:
+    """A master publishing the integrated table un-anonymized (issue 11, finding 7, for A).
+
+    Without verified mode only the recipient's own check stands between that table and the
+    output file: it must fail the run at every party, and no outcome may carry rows.
+    """
+    columns, rows, hierarchies = example
+    run, _ = run_a(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2), distribution, 3,
+                   options={DOCTOR_OPTION: "raw"})
+    assert sorted(run.errors) == ["p1", "p2", "p3"], run.errors
+    assert all("violates the run's privacy model" in str(exc) for exc in run.errors.values()), run.errors
+    for party, exc in run.errors.items():
+        for raw_row in rows:  # the public message quotes no cell value
+            assert raw_row[2] not in str(exc), (party, exc)
+    assert all(o.output_rows is None for o in run.outcomes.values())

@@ -56,6 +56,7 @@ from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome
 from fedanon.protocols.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
 from fedanon.protocols.integration import append_tables, merge_hierarchies
+from fedanon.protocols.resultcheck import check_result
 from fedanon.protocols.roles import (
     DataHolder,
     Hello,
@@ -74,7 +75,9 @@ from fedanon.protocols.validation import LocalProblem, check_schemas, hello_summ
 
 PHASES = ("encrypt", "integrate", "anonymize", "verify", "decrypt")
 DOMAIN = b"fedanon/A/v1"
-#: Option that makes the master doctor its result (tests of verified mode only).
+#: Option that makes the master doctor its result (tests only): true publishes a coarser
+#: transformation than the optimum (caught by verified mode), "raw" publishes the integrated
+#: table un-anonymized (caught by the recipient's result check).
 DOCTOR_OPTION = "test_doctor_master"
 
 
@@ -87,7 +90,7 @@ class Options:
     min_levels: dict[str, int]
     verified: bool
     workers: int | None
-    doctor_master: bool
+    doctor_master: str  # "" honest, "coarser" or "raw" (test hook)
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> "Options":
@@ -103,8 +106,9 @@ class Options:
         workers = options.get("workers")
         if workers is not None and (not isinstance(workers, int) or workers < 0):
             raise mark_shared(ProtocolError("option workers must be a non-negative integer"))
+        doctor = options.get(DOCTOR_OPTION, False)
         return cls(cipher, {k: int(v) for k, v in raw.items() if v > 0}, bool(options.get("verified", False)),
-                   workers, bool(options.get(DOCTOR_OPTION, False)))
+                   workers, "raw" if doctor == "raw" else ("coarser" if doctor else ""))
 
 
 # ----------------------------------------------------------------------------- the share on the wire
@@ -539,10 +543,15 @@ class _Party(DataHolder):
 
     def _doctored(self, table: EncodedTable, hierarchies: dict[str, Hierarchy],
                   subset: np.ndarray | None) -> AnonymizationResult:
-        """Test hook: a cheating master that publishes a different (coarser) transformation."""
+        """Test hook: a cheating master that publishes a coarser transformation, or the raw table."""
         config = self.settings.config
         prep = prepare(table, hierarchies, config, subset)
         honest = search_and_apply(prep, prep.checker)
+        if self.options.doctor_master == "raw":
+            honest.transformation = {q: 0 for q in config.quasi_identifiers}
+            honest.output, honest.suppressed = table, np.zeros(table.n_rows, dtype=bool)
+            honest.suppressed_rows = 0
+            return honest
         levels = [honest.transformation[q] for q in config.quasi_identifiers]
         for i, q in enumerate(config.quasi_identifiers):
             if levels[i] + 1 < hierarchies[q].height:
@@ -683,6 +692,29 @@ class _Party(DataHolder):
         verify_suppression(list(table.columns), rows, mask, set(self.settings.config.quasi_identifiers))
         return list(table.columns), rows
 
+    def _accept(self, outcome: RoleOutcome, mask: np.ndarray | None, report: dict[str, Any]) -> None:
+        """The recipient checks the decrypted result before anyone finishes; the others wait for its word.
+
+        Same check as Protocol B's recipient (`resultcheck.check_result`: the independent
+        verifier on the output, its own rows at the reported transformation). A rejection
+        raises `LocalFailure`, which `guarded` turns into a run-wide stop, so every party
+        waiting here fails with the public part of the finding.
+        """
+        if self.me != self.recipient:
+            accepted, _ = receive_control(self.transport, self.recipient, "a/accepted", Verdict, "acceptance")
+            accepted.raise_if_stopped()
+            return
+        transformation = report.get("transformation")
+        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
+                                outcome.output_columns or [], outcome.output_rows or [],
+                                None if mask is None else np.asarray(mask, dtype=bool).tolist(),
+                                transformation if isinstance(transformation, dict) else None)
+        if problems:
+            raise LocalFailure(problems)  # public part only leaves this party
+        for party in self.ring:
+            if party != self.me:
+                send_control(self.transport, party, "a/accepted", Verdict())
+
     # -- the whole run ---------------------------------------------------------------
     def run(self) -> RoleOutcome:
         timer = self.timer
@@ -720,6 +752,7 @@ class _Party(DataHolder):
             found = self._decode(hashed[0] if hashed else None)
             if hashed is not None:
                 outcome.output_columns, outcome.output_rows = self._plaintext(hashed[0], hashed[1], found)
+            self._accept(outcome, hashed[1] if hashed is not None else None, report)
         outcome.result = result if self.me == self.master else None
         outcome.report.update(report)
         outcome.report.update(role_report(

@@ -39,7 +39,7 @@ import numpy as np
 from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.result import NoSolutionError
+from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import InputError
 
@@ -139,14 +139,18 @@ def recoded_loss(table: EncodedTable, hierarchies: dict[str, Hierarchy], config:
     node's level replaced by each row's level; classes are rows with equal generalized
     values. With one level vector for all rows this is the engine's loss at that node.
     """
-    metric = config.metric
-    if metric not in BASELINE_METRICS:
-        raise InputError(f"no baseline loss for metric {metric!r}; choose one of: {', '.join(BASELINE_METRICS)}")
-    qis = list(config.quasi_identifiers)
-    row_levels = np.asarray(row_levels, dtype=np.int64).reshape(table.n_rows, len(qis))
+    if config.metric not in BASELINE_METRICS:
+        raise InputError(f"no baseline loss for metric {config.metric!r}; "
+                         f"choose one of: {', '.join(BASELINE_METRICS)}")
+    info = [_QiLevels(table, name, hierarchies[name]) for name in config.quasi_identifiers]
+    return _loss_of(info, config.metric, table.n_rows, row_levels, suppressed)
+
+
+def _loss_of(info: list[_QiLevels], metric: str, n: int, row_levels: np.ndarray, suppressed: np.ndarray) -> float:
+    """`recoded_loss` on quasi-identifiers already prepared (so a caller trying many recodings builds them once)."""
+    q = len(info)
+    row_levels = np.asarray(row_levels, dtype=np.int64).reshape(n, q)
     suppressed = np.asarray(suppressed, dtype=bool)
-    n, q = table.n_rows, len(qis)
-    info = [_QiLevels(table, name, hierarchies[name]) for name in qis]
     s = int(suppressed.sum())
     kept = ~suppressed
     if metric == "height":
@@ -258,6 +262,7 @@ def vertical_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], co
     _check_supported(config)
     qis = list(config.quasi_identifiers)
     sensitive = config.sensitive_attributes
+    info = {q: _QiLevels(table, q, hierarchies[q]) for q in qis}  # shared by every candidate
     candidates = []
     for party, group in enumerate(column_groups, start=1):
         own = [q for q in qis if q in group]
@@ -269,7 +274,7 @@ def vertical_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], co
             result = anonymize(share, {q: hierarchies[q] for q in own}, sub_config)
         except NoSolutionError:
             continue
-        candidates.append(_keep_classes(table, hierarchies, config, party, own, result))
+        candidates.append(_keep_classes(info, config, party, own, result))
     if not candidates:
         raise NoSolutionError("baseline: no party can anonymize its own quasi-identifiers under the model")
     best = min(candidates, key=lambda c: c[0])
@@ -281,7 +286,8 @@ def vertical_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], co
                           _uniform_levels(config, levels_by_qi, table.n_rows), suppressed)
 
 
-def _keep_classes(table, hierarchies, config, party, own, result):
+def _keep_classes(info: dict[str, _QiLevels], config: AnonymizationConfig, party: int, own: list[str],
+                  result: AnonymizationResult) -> tuple[float, dict[str, int], np.ndarray, int]:
     """Generalize the other parties' QIs just enough to keep `result`'s classes intact."""
     qis = list(config.quasi_identifiers)
     suppressed = np.asarray(result.suppressed, dtype=bool)
@@ -294,7 +300,7 @@ def _keep_classes(table, hierarchies, config, party, own, result):
         if q in own:
             levels_by_qi[q] = int(result.transformation[q])
             continue
-        info = _QiLevels(table, q, hierarchies[q])
-        levels_by_qi[q] = lowest_class_preserving_level([c[kept] for c in info.codes], class_ids)
-    levels = _uniform_levels(config, levels_by_qi, table.n_rows)
-    return recoded_loss(table, hierarchies, config, levels, suppressed), levels_by_qi, suppressed, party
+        levels_by_qi[q] = lowest_class_preserving_level([c[kept] for c in info[q].codes], class_ids)
+    n = len(suppressed)
+    loss = _loss_of([info[q] for q in qis], config.metric, n, _uniform_levels(config, levels_by_qi, n), suppressed)
+    return loss, levels_by_qi, suppressed, party

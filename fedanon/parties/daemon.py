@@ -467,10 +467,12 @@ class PartyService(pb_grpc.PartyServicer):
                 return
             state.status = "failed"
             state.detail = message
+            # queued before the role is woken: the role's worker ends the event stream (None) once it
+            # unwinds, and the coordinator must have read this party's error before that end
+            state.events.put(pb.RunEvent(error=message))
         state.inbox.abort(message)
         self.log("run_failed", level="error", run=state.settings.run_id, error=message,
                  **({"detail": private} if private and private != message else {}))
-        state.events.put(pb.RunEvent(error=message))
         if state.transport is None:
             state.inbox.close()  # never started: no role will read what was delivered for it
             state.events.put(None)  # never started: no worker will close the event stream

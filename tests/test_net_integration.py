@@ -235,6 +235,9 @@ def test_killing_a_daemon_mid_run_stops_everyone_then_a_new_run_works(tmp_path: 
 def test_parties_detect_a_dead_peer_on_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the coordinator's abort, the waiting parties' heartbeat must still name the dead peer."""
     monkeypatch.setattr(Coordinator, "abort_all", lambda self, reason, skip=None: None)
+    # nor may it hang up on them (a cancelled stream tells a party too): it waits for both reasons,
+    # however slowly a loaded machine lets the heartbeat find the dead peer
+    monkeypatch.setattr("fedanon.parties.coordinator.COLLECT_AFTER_ABORT_S", 120.0)
     with SimulatedNetwork(PARTIES) as net:
         holding = threading.Event()
 

@@ -35,6 +35,7 @@ from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
 _ABORT_GRACE_S = 1.0  # after the first failure, before the coordinator aborts the others
+COLLECT_AFTER_ABORT_S = 5.0  # after its abort, how long it still collects the others' reasons (+ 2 heartbeats)
 EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/"end", elapsed
 
 
@@ -223,7 +224,7 @@ class Coordinator:
             # A verdict the parties share reaches each of them on its own: give them a moment to fail with
             # their own (locally more detailed) reason before the coordinator's abort overtakes it.
             deadline = time.monotonic() + _ABORT_GRACE_S
-            collect = 5.0 + 2 * self.cfg.limits.heartbeat_s  # a waiting party names a dead peer within 2 heartbeats
+            collect = COLLECT_AFTER_ABORT_S + 2 * self.cfg.limits.heartbeat_s  # a waiting party names a dead peer within 2 heartbeats
             aborted = False
             while pending and time.monotonic() < deadline + (collect if aborted else 0.0):
                 if not aborted and time.monotonic() >= deadline - 1e-3:

@@ -6,9 +6,9 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """`fedanon.anonymize_frame` without importing pandas for every `import fedanon`."""
-    if name == "anonymize_frame":
-        from fedanon.frame import anonymize_frame
+    """`fedanon.anonymize_frame` and `fedanon.Report` without importing pandas for every `import fedanon`."""
+    if name in ("anonymize_frame", "Report", "FrameReport"):
+        from fedanon import frame
 
-        return anonymize_frame
+        return getattr(frame, name)
     raise AttributeError(f"module 'fedanon' has no attribute {name!r}")

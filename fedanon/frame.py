@@ -84,7 +84,7 @@ def _hierarchy(name: str, spec: HierarchyLike, values: list[str]) -> Hierarchy:
 
 
 @dataclass
-class FrameReport:
+class Report:
     """What `anonymize_frame` did; risk and utility are computed on first access (`analysis`)."""
 
     result: AnonymizationResult
@@ -120,6 +120,9 @@ class FrameReport:
 
     def write_html(self, path: str | Path, title: str = "fedanon anonymization report") -> None:
         self.analysis.write_html(str(path), title)
+
+
+FrameReport = Report  # deprecated name (before 0.1.0 the report was called FrameReport); use Report
 
 
 def _config(qis: list[str], k: int, sensitive: str | None, l_diversity: Any, t_closeness: Any,
@@ -169,7 +172,7 @@ def anonymize_frame(
     metric: str = "nonuniform-entropy",
     insensitive: Sequence[str] = (),
     sensitive_hierarchy: HierarchyLike | None = None,
-) -> tuple["pd.DataFrame", FrameReport]:
+) -> tuple["pd.DataFrame", Report]:
     """Optimally anonymize a DataFrame with the Flash engine.
 
     `qi` maps each quasi-identifier to its hierarchy: a `Hierarchy`, a path to an
@@ -215,6 +218,6 @@ def anonymize_frame(
         else:
             out[c] = frame[c]
     result_frame = pd.DataFrame(out, index=frame.index)[keep]
-    report = FrameReport(result, config, hierarchies, table, pd.Series(suppressed, index=frame.index, name="suppressed"),
+    report = Report(result, config, hierarchies, table, pd.Series(suppressed, index=frame.index, name="suppressed"),
                          dropped_columns=[c for c in columns if c not in declared])
     return result_frame, report

@@ -38,6 +38,8 @@ def test_same_optimum_as_the_engine_on_the_csv_and_typed_output(adult_frame):
 
     config = AnonymizationConfig(QIS, k=10, suppression=0.02, l_diversity=LDiversity("distinct", 2, "salary-class"))
     expected = anonymize(EncodedTable.from_rows(header, rows), hobj, config)
+    assert isinstance(report, fedanon.Report)  # the issue's `-> (DataFrame, Report)`, exported at the top
+    assert fedanon.FrameReport is fedanon.Report  # the old name stays as a deprecated alias
     assert report.transformation == expected.transformation
     assert report.information_loss == pytest.approx(expected.information_loss)
     assert int(report.suppressed.sum()) == expected.suppressed_rows

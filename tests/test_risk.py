@@ -218,3 +218,60 @@ def test_report_and_population_errors_are_one_line(tmp_path, capsys):
     code = main(["risk", str(ex / "example.csv"), "--qi", "age,sex", "--population", str(population)])
     err = capsys.readouterr().err
     assert code == 2 and "population table lacks the class" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_rows_generalized_to_star_by_the_transformation_are_released(tmp_path, capsys):
+    """k = 8 on the 8-row example: the optimum takes age and sex to '*' and suppresses nothing.
+    The report's suppressed_rows (0) makes those all-'*' rows one released class; without it the
+    file alone follows the writer's convention (all-'*' = suppressed)."""
+    ex = Path(fedanon.__file__).parent / "data" / "example"
+    out, rep = tmp_path / "o.csv", tmp_path / "r.json"
+    assert main(["anonymize", str(ex / "example.csv"), "--qi", f"age={ex / 'example_hierarchy_age.csv'}",
+                 "--qi", f"sex={ex / 'example_hierarchy_sex.csv'}", "--sensitive", "diagnosis", "--l-diversity", "distinct:2", "--k", "8",
+                 "--output", str(out), "--report", str(rep), "--quiet"]) == 0
+    oh, orows = read_table_csv(out)
+    assert all(r[oh.index("age")] == "*" and r[oh.index("sex")] == "*" for r in orows)  # the case at hand
+    assert json.loads(rep.read_text())["suppressed_rows"] == 0
+    _, raw = read_table_csv(ex / "example.csv")
+    diagnoses = {r[3] for r in raw}  # one class of all rows: distinct l = distinct diagnoses in the input
+    ours = risk_cli(out, ["--qi", "age,sex", "--sensitive", "diagnosis", "--report", rep], tmp_path, capsys)
+    assert (ours["rows"], ours["suppressed_rows"], ours["classes"]) == (len(raw), 0, 1)
+    assert ours["satisfies"]["k"] == len(raw) and ours["prosecutor"]["highest"] == pytest.approx(1 / len(raw))
+    assert ours["satisfies"]["sensitive"]["diagnosis"]["distinct_l"] == len(diagnoses)
+    assert risk_cli(out, ["--qi", "age,sex", "--suppressed-rows", "0"], tmp_path, capsys)["rows"] == len(raw)
+    convention = risk_cli(out, ["--qi", "age,sex"], tmp_path, capsys)
+    assert (convention["rows"], convention["suppressed_rows"]) == (0, len(raw))
+
+
+def test_some_star_rows_suppressed_some_released(tmp_path, capsys):
+    """'?' generalizes to '*' at level 1, where a singleton class is suppressed as well: the report's
+    count leaves one released all-'*' class of the right size; l/t are then not reported."""
+    data, hier = tmp_path / "t.csv", tmp_path / "h.csv"
+    data.write_text("a;s\n?;u\n?;v\nx;u\ny;v\nz;u\n")
+    hier.write_text("?;*;*\nx;g1;*\ny;g1;*\nz;g2;*\n")
+    out, rep = tmp_path / "o.csv", tmp_path / "r.json"
+    assert main(["anonymize", str(data), "--qi", f"a={hier}", "--insensitive", "s", "--k", "2", "--suppression", "0.2",
+                 "--output", str(out), "--report", str(rep), "--quiet"]) == 0
+    report = json.loads(rep.read_text())
+    assert report["transformation"] == {"a": 1} and report["suppressed_rows"] == 1
+    # reference: generalize by the hierarchy file, suppress classes below k, count what is left
+    gen = {line.split(";")[0]: line.split(";")[1] for line in hier.read_text().splitlines()}
+    classes = Counter(gen[line.split(";")[0]] for line in data.read_text().splitlines()[1:])
+    released = {c: n for c, n in classes.items() if n >= 2}
+    ours = risk_cli(out, ["--qi", "a", "--sensitive", "s", "--report", rep], tmp_path, capsys)
+    assert ours["rows"] == sum(released.values()) == 4 and ours["classes"] == len(released) == 2
+    assert ours["suppressed_rows"] == 1 and ours["satisfies"]["k"] == min(released.values())
+    assert ours["satisfies"]["sensitive"] == {} and "not reported" in ours["note"]
+
+
+def test_suppressed_count_errors_are_one_line(tmp_path, capsys):
+    ex = Path(fedanon.__file__).parent / "data" / "example"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"transformation": {}}')
+    for extra, expected in ((["--report", str(bad)], "no suppressed_rows count"),
+                            (["--report", str(tmp_path / "missing.json")], "cannot read"),
+                            (["--suppressed-rows", "3"], "has 0 rows with '*'"),
+                            (["--suppressed-rows", "-1"], "0 or more")):
+        assert main(["risk", str(ex / "example.csv"), "--qi", "age,sex", *extra]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and len(err.strip().splitlines()) == 1, err

@@ -1,7 +1,11 @@
 """`fedanon risk`: re-identification risk of a table and the privacy models it satisfies.
 
-Works on any table -- a raw input before anonymizing, or a released output
-(rows whose QIs are all '*' count as suppressed). Definitions: `fedanon.report.risk`.
+Works on any table -- a raw input before anonymizing, or a released output.
+Suppressed rows: a written output marks them with '*' in every QI; since a
+transformation to '*' levels releases such rows legitimately, the count in the
+anonymization report (`--report R.json` or `--suppressed-rows N`) decides how
+many of them were suppressed; without it all-'*' rows count as suppressed.
+Definitions and the exact rule: `fedanon.report.risk`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="population table with the same QI columns, for journalist and marketer risk; raw "
                         "values are generalized to the table's levels for QIs given as NAME=HIERARCHY.csv "
                         "(default: the table itself is the population)")
+    supp = p.add_mutually_exclusive_group()
+    supp.add_argument("--report", default=None, metavar="REPORT.json",
+                      help="the JSON report of the run that wrote INPUT.csv (fedanon anonymize/simulate/run): "
+                           "its suppressed_rows says how many all-'*' rows were suppressed; the rest were "
+                           "generalized to '*' and are released (default: every all-'*' row is suppressed)")
+    supp.add_argument("--suppressed-rows", type=int, default=None, metavar="N",
+                      help="as --report, with the count given directly (0: no row was suppressed)")
     p.add_argument("--threshold", type=float, default=None, metavar="R",
                    help="records whose risk exceeds R are 'at risk' (default 0.2)")
     p.add_argument("--delimiter", default=";", metavar="CHAR", help="field delimiter (default ';')")
@@ -64,6 +75,8 @@ def _summary(path: str, risk: dict[str, Any]) -> None:
     if risk.get("marketer"):
         t.add_row("marketer", f"average {risk['marketer']['average']:.2%}")
     t.add_row("population", risk["population"])
+    if risk.get("note"):
+        t.add_row("note", risk["note"])
     sat = risk["satisfies"]
     t.add_row("largest k", str(sat["k"]))
     for attr, s in sat["sensitive"].items():
@@ -74,11 +87,26 @@ def _summary(path: str, risk: dict[str, Any]) -> None:
     Console().print(t)
 
 
+def reported_suppressed_rows(path: str) -> int:
+    """`suppressed_rows` of an anonymization report (one-line InputError naming the file otherwise)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON report ({str(exc)[:120]})") from None
+    value = doc.get("suppressed_rows") if isinstance(doc, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InputError(f"{path}: the report has no suppressed_rows count (a fedanon anonymize, simulate or "
+                         f"run report has one), got {str(value)[:40]!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine.csvio import read_table_csv
     from fedanon.engine.hierarchy import Hierarchy
     from fedanon.engine.table import EncodedTable
-    from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, table_risk
+    from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk
 
     header, rows = read_table_csv(args.input, args.delimiter)
     qis = _names(args.qi)
@@ -106,11 +134,15 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.population}, line 1: population table lacks quasi-identifier {name!r}")
         population = EncodedTable.from_rows(pop_header, pop_rows)
     table = EncodedTable.from_rows(header, rows)
+    count = args.suppressed_rows if args.report is None else reported_suppressed_rows(args.report)
+    if count is not None and count < 0:
+        raise InputError(f"--suppressed-rows must be 0 or more, got {count}")
+    suppressed, _exact = suppressed_rows_mask(table, qis, count)
     if population is not None and qi_hierarchies:
-        population = generalize_population(table, population, qi_hierarchies)
+        population = generalize_population(table, population, qi_hierarchies, suppressed)
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     risk = table_risk(table, qis, sensitive=sensitive, hierarchies=hierarchies, population=population,
-                      threshold=threshold)
+                      threshold=threshold, suppressed_rows=count)
     risk = {"input": str(args.input), "quasi_identifiers": qis, **risk}
     if args.json is not None:
         try:

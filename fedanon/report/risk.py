@@ -17,6 +17,16 @@ population model -- the sample itself (then journalist = prosecutor and
 marketer = classes / n). "Records at risk" are released records whose risk
 exceeds `threshold`. Suppressed rows are not released: they form no class.
 
+Which rows of a written table are suppressed (`suppressed_rows_mask`): a
+written output marks a suppressed row by '*' in every QI, but a transformation
+that generalizes every QI to a '*' level releases such rows legitimately. The
+file alone cannot tell the two apart, so the anonymization report's
+`suppressed_rows` count decides: 0 -> every all-'*' row is released (one
+class); all of them -> all suppressed; without a count, all-'*' rows count as
+suppressed (the writer's convention). A count between the two leaves the
+released all-'*' class's size known (so every risk figure is exact) but not
+which of its rows are in it: then l and t are not reported.
+
 What a table satisfies (as pycanon reports it) is judged on the same classes
 as `engine/verify.py` judges them: released rows grouped by their QI tuple;
 distributions for t-closeness over all rows of the table.
@@ -46,6 +56,26 @@ def star_rows(table: EncodedTable, qis: Sequence[str]) -> np.ndarray:
         star = [i for i, v in enumerate(d) if v == STAR]
         out &= np.isin(table.codes[:, c], star) if star else False
     return out
+
+
+def suppressed_rows_mask(table: EncodedTable, qis: Sequence[str],
+                         suppressed_rows: int | None = None) -> tuple[np.ndarray, bool]:
+    """(suppressed mask, exact?) of a written table, by the rule in the module docstring.
+
+    `suppressed_rows`: the count the anonymization report gives (None: unknown).
+    exact is False when only some all-'*' rows were suppressed (which ones is unknown;
+    the mask then marks the first ones, which gives the right class sizes).
+    """
+    star = star_rows(table, qis)
+    if suppressed_rows is None:
+        return star, True
+    stars = int(star.sum())
+    if not 0 <= suppressed_rows <= stars:
+        raise InputError(f"the report says {suppressed_rows} rows were suppressed, but the table has "
+                         f"{stars} rows with '*' in every quasi-identifier")
+    mask = np.zeros(table.n_rows, dtype=bool)
+    mask[np.flatnonzero(star)[:suppressed_rows]] = True
+    return mask, suppressed_rows in (0, stars)
 
 
 def _classes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,7 +175,7 @@ def _population_sizes(table: EncodedTable, qis: Sequence[str], first: np.ndarray
 
 
 def generalize_population(sample: EncodedTable, population: EncodedTable,
-                          hierarchies: Mapping[str, Hierarchy]) -> EncodedTable:
+                          hierarchies: Mapping[str, Hierarchy], suppressed: np.ndarray | None = None) -> EncodedTable:
     """The population with each QI (that has a hierarchy) generalized to the level it has in the sample.
 
     The level is the lowest one whose labels contain every value of the
@@ -153,7 +183,7 @@ def generalize_population(sample: EncodedTable, population: EncodedTable,
     raw population it was drawn from.
     """
     qis = list(hierarchies)
-    released = ~star_rows(sample, qis)
+    released = ~(star_rows(sample, qis) if suppressed is None else np.asarray(suppressed, dtype=bool))
     codes = population.codes.copy()
     dictionaries = [list(d) for d in population.dictionaries]
     for q, h in hierarchies.items():
@@ -179,10 +209,11 @@ def table_risk(
     sensitive: Sequence[str] = (),
     hierarchies: Mapping[str, Hierarchy] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
+    suppressed_rows: int | None = None,
 ) -> dict[str, Any]:
     """Risk figures and satisfied models of `table` (see the module docstring for the definitions).
 
-    `suppressed`: rows not released (default: rows whose QIs are all '*');
+    `suppressed`: rows not released (default: `suppressed_rows_mask(table, qis, suppressed_rows)`);
     `sample`: released research subset (the rest of the table is its population).
     """
     if not 0.0 <= threshold <= 1.0:
@@ -195,7 +226,11 @@ def table_risk(
         table.column_index(s)
         if s in qis:
             raise InputError(f"sensitive attribute {s!r} is also a quasi-identifier")
-    supp = star_rows(table, qis) if suppressed is None else np.asarray(suppressed, dtype=bool)
+    exact = True
+    if suppressed is None:
+        supp, exact = suppressed_rows_mask(table, qis, suppressed_rows)
+    else:
+        supp = np.asarray(suppressed, dtype=bool)
     released = ~supp
     rows = np.flatnonzero(released)
     first, inverse, sizes = _classes(table.codes[rows][:, qi_idx])
@@ -232,8 +267,13 @@ def table_risk(
     hier = hierarchies or {}
     out["satisfies"] = {
         "k": int(sizes.min()),
-        "sensitive": {s: _satisfies_sensitive(table, s, released, inverse, len(sizes), hier.get(s)) for s in sens},
+        "sensitive": {s: _satisfies_sensitive(table, s, released, inverse, len(sizes), hier.get(s)) for s in sens}
+        if exact else {},
     }
+    if not exact:
+        out["note"] = (f"{out['suppressed_rows']} of the rows with '*' in every quasi-identifier were suppressed, "
+                       "the others released as one class; which ones is not in the table, so l and t are not "
+                       "reported (risk figures and k are exact)")
     return out
 
 

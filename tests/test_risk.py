@@ -10,8 +10,7 @@ reported value and rejects the next stricter one.
 from __future__ import annotations
 
 import json
-import math
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,49 +21,13 @@ from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness, read_tab
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.verify import verify_anonymized
 
+from risk_reference import assert_matches, reference_risk
+
 ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
 ADULT = ADULT_DIR / "adult.csv"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 HIER = {q: ADULT_DIR / f"adult_hierarchy_{q}.csv" for q in QIS + ["salary-class"]}
 QI_FLAGS = [a for q in QIS for a in ("--qi", f"{q}={HIER[q]}")]
-
-
-def reference_risk(header, rows, qis, threshold=0.2, population_rows=None):
-    """Plain Python: classes of released rows (not all-'*'), prosecutor/journalist/marketer."""
-    idx = [header.index(q) for q in qis]
-    released = [tuple(r[i] for i in idx) for r in rows if not all(r[i] == "*" for i in idx)]
-    f = Counter(released)
-    n = len(released)
-    pop = Counter(tuple(r[i] for i in idx) for r in population_rows) if population_rows is not None else f
-    big_f = {key: pop[key] for key in f}
-    return {
-        "rows": n,
-        "classes": len(f),
-        "sample_uniques": sum(1 for size in f.values() if size == 1),
-        "prosecutor": {
-            "highest": max(1 / s for s in f.values()),
-            "average": sum(1 / f[key] for key in released) / n,
-            "records_at_risk": sum(1 for key in released if 1 / f[key] > threshold),
-        },
-        "journalist": {
-            "highest": max(1 / big_f[key] for key in f),
-            "average": len(f) / sum(big_f.values()),
-            "records_at_risk": sum(1 for key in released if 1 / big_f[key] > threshold),
-        },
-        "marketer": sum(f[key] / big_f[key] for key in f) / n,
-        "class_sizes": sorted(Counter(f.values()).items()),
-    }
-
-
-def assert_matches(ours, ref):
-    for key in ("rows", "classes", "sample_uniques"):
-        assert ours[key] == ref[key], key
-    for model in ("prosecutor", "journalist"):
-        for key, value in ref[model].items():
-            assert ours[model][key] == pytest.approx(value, rel=1e-12), (model, key)
-    assert ours["marketer"]["average"] == pytest.approx(ref["marketer"], rel=1e-12)
-    assert [(c["size"], c["classes"]) for c in ours["class_sizes"]] == ref["class_sizes"]
-    assert sum(c["records"] for c in ours["class_sizes"]) == ref["rows"]
 
 
 def risk_cli(path, args, tmp_path, capsys):
@@ -275,3 +238,17 @@ def test_suppressed_count_errors_are_one_line(tmp_path, capsys):
         assert main(["risk", str(ex / "example.csv"), "--qi", "age,sex", *extra]) == 2
         err = capsys.readouterr().err
         assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_report_of_a_run_that_dropped_suppressed_rows(adult_k5, tmp_path, capsys):
+    """--drop-suppressed writes no suppressed row: the report's count for the file is 0."""
+    out = tmp_path / "dropped.csv"
+    rep = tmp_path / "dropped.json"
+    assert main(["anonymize", str(ADULT), *QI_FLAGS, "--k", "5", "--suppression", "0.02", "--drop-suppressed",
+                 "--output", str(out), "--report", str(rep), "--quiet"]) == 0
+    report = json.loads(rep.read_text())
+    assert report["suppressed_rows"] > 0 == report["suppressed_rows_in_output"]
+    ours = risk_cli(out, ["--qi", ",".join(QIS), "--report", rep], tmp_path, capsys)
+    kept, full = adult_k5
+    oh, orows = read_table_csv(kept)
+    assert_matches(ours, reference_risk(oh, orows, QIS))  # the same released classes as the full file

@@ -310,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
                     "sensitive": [sensitive] if sensitive else [],
                     "insensitive": list(spec.insensitive), "removed": removed},
         "removed_columns": removed,
+        # what `fedanon risk --report` needs to tell suppressed all-'*' rows of the file from released ones
+        "suppressed_rows_in_output": int((suppressed & keep).sum()),
     })
     if subset is not None:
         # suppressed_rows counts population rows; this is what the release loses

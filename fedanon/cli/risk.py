@@ -95,7 +95,10 @@ def reported_suppressed_rows(path: str) -> int:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a JSON report ({str(exc)[:120]})") from None
-    value = doc.get("suppressed_rows") if isinstance(doc, dict) else None
+    doc = doc if isinstance(doc, dict) else {}
+    # the written file's own count (suppressed rows dropped, or only a research subset written), else the run's
+    key = next((k for k in ("suppressed_rows_in_output", "suppressed_subset_rows") if k in doc), "suppressed_rows")
+    value = doc.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InputError(f"{path}: the report has no suppressed_rows count (a fedanon anonymize, simulate or "
                          f"run report has one), got {str(value)[:40]!r}")

@@ -50,6 +50,13 @@ def _run(args: argparse.Namespace) -> int:
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
+    if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
+        from fedanon.engine.config import AnonymizationConfig
+        from fedanon.report.analysis import protocol_output_report
+
+        # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
+        outcome.report.update(protocol_output_report(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+                                                     outcome.output_columns or [], outcome.output_rows))
     write_outputs(outcome, cfg.output, cfg.report)
     if show:
         print_phase_summary(outcome.report.get("party_reports", {}))

@@ -78,7 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv",
                      help="decrypted, anonymized table (or output = \"...\" in --config)")
-    out.add_argument("--report", default=None, metavar="REPORT.json", help="write the full JSON report")
+    out.add_argument("--report", default=None, metavar="REPORT.json",
+                     help="write the full JSON report (with risk of the pooled input and of the result, and utility)")
+    out.add_argument("--html", default=None, metavar="REPORT.html",
+                     help="also write a self-contained HTML page: summary, risk and utility tables, plots")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress display, no summary table")
     out.add_argument("--baseline", action="store_true",
                      help="also compute the anonymize-then-integrate baseline (dissertation §4.3) on the same "
@@ -396,6 +399,17 @@ def run(args: argparse.Namespace) -> int:
                           "insensitive": [c for c in kept if c not in config.quasi_identifiers and c != sensitive],
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
+    if (spec.report or args.html) and report.get("transformation"):
+        from fedanon.report.analysis import analyze_protocol_result
+
+        # the simulation holds the pooled input: input and output risk, utility (a real run cannot)
+        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.columns,
+                                           sim.rows, research_subset=subset)
+        report.update(analysis.to_dict())
+        if args.html:
+            analysis.write_html(args.html, f"fedanon simulate: Protocol {args.protocol}, {args.distribution}, "
+                                           f"{args.parties} parties")
+            report["html"] = str(args.html)
     baseline = None
     if args.baseline:
         from fedanon.protocols.baseline import baseline_for_split

@@ -24,6 +24,10 @@ def result_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("classes", str(report["classes"])))
     if report.get("suppressed_rows") is not None:
         rows.append(("suppressed rows", str(report["suppressed_rows"])))
+    risk = (report.get("risk") or {}).get("output") or {}
+    if risk.get("prosecutor"):
+        rows.append(("risk (output)", f"prosecutor highest {risk['prosecutor']['highest']:.2%}, average "
+                                      f"{risk['prosecutor']['average']:.2%}; k = {risk['satisfies']['k']}"))
     removed = report.get("removed_columns")
     if removed is not None:
         rows.append(("removed columns", ", ".join(removed) + " (identifying: no role given)" if removed else "none"))

@@ -11,7 +11,8 @@ from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.table import EncodedTable
-from fedanon.report.risk import DEFAULT_THRESHOLD, table_risk
+from fedanon.errors import InputError
+from fedanon.report.risk import DEFAULT_THRESHOLD, suppressed_rows_mask, table_risk
 from fedanon.report.utility import attribute_utility, distributions, metric_scores
 
 
@@ -67,6 +68,117 @@ def analyze(
         metrics=metric_scores(table, hierarchies, config, result, research_subset),
         distributions=distributions(table, result.output, qis + [s for s in sens if s not in qis]),
     )
+
+
+INPUT_UNAVAILABLE = ("nobody holds the pooled input in a distributed run (each party holds only its share), "
+                     "so its risk and the utility relative to it cannot be computed without pooling the data")
+
+
+def _written_table_risk(columns: list[str], rows: list[list[str]], config: AnonymizationConfig,
+                        suppressed_rows: Any, hierarchies: Mapping[str, Hierarchy],
+                        threshold: float) -> tuple[dict[str, Any], EncodedTable, np.ndarray]:
+    """Risk of a protocol's result table as it was delivered (rows in the protocol's order).
+
+    Which all-'*' rows are suppressed follows the protocol's reported count
+    (`report.risk.suppressed_rows_mask`); a count the table contradicts falls back
+    to the writer's convention and says so.
+    """
+    qis = list(config.quasi_identifiers)
+    sens = [s for s in config.sensitive_attributes if s in columns]
+    out = EncodedTable.from_rows(list(columns), rows)
+    count = suppressed_rows if isinstance(suppressed_rows, int) and not isinstance(suppressed_rows, bool) else None
+    try:
+        mask, _exact = suppressed_rows_mask(out, qis, count)
+    except InputError as exc:
+        count, problem = None, f"{exc}; rows with '*' in every quasi-identifier are counted as suppressed"
+        mask, _exact = suppressed_rows_mask(out, qis, None)
+    else:
+        problem = None
+    risk = table_risk(out, qis, sensitive=sens, hierarchies=hierarchies, threshold=threshold, suppressed_rows=count)
+    if problem:
+        risk["note"] = problem
+    return risk, out, mask
+
+
+def analyze_protocol_result(
+    table: EncodedTable,
+    hierarchies: Mapping[str, Hierarchy],
+    config: AnonymizationConfig,
+    summary: Mapping[str, Any],
+    out_columns: list[str],
+    out_rows: list[list[str]],
+    *,
+    research_subset: np.ndarray | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Analysis:
+    """Risk and utility of a protocol run whose pooled input is at hand (`fedanon simulate`).
+
+    Output risk: the delivered result table itself (with a research subset: the
+    pooled input at the protocol's transformation, which tells the released
+    subset rows apart). Input risk, per-attribute loss, metric scores and
+    distributions: the pooled input, anonymized at the protocol's
+    transformation by the engine (the protocol returns its rows permuted, so
+    row-aligned figures are taken from that central twin).
+    """
+    from fedanon.engine.anonymizer import materialize, prepare
+
+    transformation = dict(summary["transformation"])
+    prep = prepare(table, dict(hierarchies), config, research_subset)
+    output, suppressed, kept = materialize(prep, tuple(transformation[q] for q in config.quasi_identifiers))
+    twin = AnonymizationResult(
+        transformation=transformation, output=output, suppressed=suppressed, suppressed_rows=int(suppressed.sum()),
+        information_loss=float(summary.get("information_loss") or 0.0), metric=str(summary.get("metric", "")),
+        classes=kept, checks=0, rollups=0, elapsed_s=0.0, lattice_size=0, optimum_found=True)
+    analysis = analyze(table, hierarchies, config, twin, research_subset=research_subset, threshold=threshold,
+                       summary=summary)
+    if research_subset is None:
+        analysis.risk_output, _, _ = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"),
+                                                      hierarchies, threshold)
+        analysis.risk_output["computed_from"] = "the result table the protocol delivered"
+    else:
+        analysis.risk_output["computed_from"] = ("the pooled input at the protocol's transformation (the research "
+                                                 "subset's rows are told apart there)")
+    analysis.risk_input["computed_from"] = "the pooled input (known to the simulation only)"
+    return analysis
+
+
+def protocol_output_report(
+    config: AnonymizationConfig,
+    summary: Mapping[str, Any],
+    out_columns: list[str],
+    out_rows: list[list[str]],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any]:
+    """The `risk`/`utility`/`distributions` part of a distributed run's report, from its result alone.
+
+    Computed where the result is (the coordinator of `fedanon run`, which
+    receives it from the result recipient): output risk and what the output
+    satisfies, per-attribute generalization level and distinct released values,
+    output value counts. Nothing of the input is used or sent anywhere; input
+    risk and input-relative utility are reported as not available, with the reason.
+    """
+    from fedanon.report.utility import output_distribution
+
+    risk, out, suppressed = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"), {},
+                                                threshold)
+    risk["computed_from"] = "the result table (at the coordinator)"
+    transformation = summary.get("transformation") or {}
+    attributes = []
+    for q in config.quasi_identifiers:
+        c = out.column_index(q)
+        attributes.append({"attribute": q, "level": transformation.get(q),
+                           "distinct_output": int(np.unique(out.codes[~suppressed, c]).size)})
+    columns = list(config.quasi_identifiers) + [s for s in config.sensitive_attributes
+                                                if s not in config.quasi_identifiers and s in out.columns]
+    return {
+        "risk": {"input": None, "input_unavailable": INPUT_UNAVAILABLE, "output": risk},
+        "utility": {"attributes": attributes, "metrics": None,
+                    "information_loss": summary.get("information_loss"), "metric": summary.get("metric"),
+                    "unavailable": "loss per attribute and relative scores need the pooled input: "
+                                   + INPUT_UNAVAILABLE},
+        "distributions": {q: {"input": None, "output": output_distribution(out, q)} for q in columns},
+    }
 
 
 def _describe(config: AnonymizationConfig) -> list[str]:

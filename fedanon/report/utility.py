@@ -132,6 +132,14 @@ def _distribution(table: EncodedTable, output: EncodedTable, column: str) -> dic
     return {"input": before, "output": after}
 
 
+def output_distribution(output: EncodedTable, column: str) -> list[tuple[str, int]]:
+    """Value counts of one attribute of a result table alone (most frequent first, '*' last)."""
+    oc = output.column_index(column)
+    counts = np.bincount(output.codes[:, oc], minlength=len(output.dictionaries[oc]))
+    return _top([(v.decode("utf-8", "backslashreplace"), int(n), 0.0)
+                 for v, n in zip(output.dictionaries[oc], counts) if n], False)
+
+
 def distributions(table: EncodedTable, output: EncodedTable, columns: list[str]) -> dict[str, Any]:
     """Value counts per attribute before and after (see `_distribution`)."""
     return {q: _distribution(table, output, q) for q in columns}

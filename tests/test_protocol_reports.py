@@ -1,0 +1,121 @@
+"""Risk and utility in the reports of protocol runs: `fedanon simulate` (input and output) and
+`fedanon run` (output only: the pooled input exists nowhere), over real daemons (gRPC, mutual TLS).
+
+Figures are checked against the plain-Python reference in `risk_reference.py`, computed both from
+the written result file and from the raw input generalized by reading the hierarchy files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+import fedanon
+from fedanon.cli import main
+from fedanon.engine import AnonymizationConfig, read_table_csv
+from fedanon.parties.config import run_config_dict
+from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
+
+from risk_reference import assert_matches, generalize_and_suppress, reference_risk
+
+ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+QIS = ["age", "sex", "race", "education"]
+HIER = {q: ADULT_DIR / f"adult_hierarchy_{q}.csv" for q in QIS}
+QI_FLAGS = [a for q in QIS for a in ("--qi", f"{q}={HIER[q]}")]
+K = 5
+ROWS = 1500
+
+
+@pytest.fixture(scope="module")
+def adult_part(tmp_path_factory):
+    """The first ROWS rows of ADULT with the QIs and salary-class (released unchanged)."""
+    header, rows = read_table_csv(ADULT_DIR / "adult.csv")
+    keep = QIS + ["salary-class"]
+    idx = [header.index(c) for c in keep]
+    rows = [[r[i] for i in idx] for r in rows[:ROWS]]
+    path = tmp_path_factory.mktemp("adult_part") / "part.csv"
+    path.write_text(";".join(keep) + "\n" + "".join(";".join(r) + "\n" for r in rows))
+    return path, keep, rows
+
+
+def reference_release(keep, rows, transformation):
+    return generalize_and_suppress(keep, rows, QIS, HIER, transformation, K)
+
+
+@pytest.mark.slow
+def test_simulate_reports_input_and_output_risk_and_utility(adult_part, tmp_path, capsys):
+    path, keep, rows = adult_part
+    out, rep, page = tmp_path / "out.csv", tmp_path / "report.json", tmp_path / "report.html"
+    code = main(["simulate", str(path), "--parties", "2", *QI_FLAGS, "--insensitive", "salary-class",
+                 "--k", str(K), "--suppression", "0.05", "--output", str(out), "--report", str(rep),
+                 "--html", str(page), "-q"])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(rep.read_text())
+    oh, orows = read_table_csv(out)
+    # input risk: the pooled input as dealt to the parties
+    assert_matches(report["risk"]["input"], reference_risk(keep, rows, QIS))
+    assert report["risk"]["input"]["satisfies"]["k"] == 1
+    # output risk: the file the protocol delivered, and the raw input generalized by the hierarchy files
+    ours = report["risk"]["output"]
+    assert_matches(ours, reference_risk(oh, orows, QIS))
+    assert_matches(ours, reference_risk(keep, reference_release(keep, rows, report["transformation"]), QIS))
+    assert ours["satisfies"]["k"] >= K and ours["classes"] == report["classes"]
+    assert ours["suppressed_rows"] == report["suppressed_rows"]
+    # utility: the protocol's own loss equals the metric evaluated centrally at its transformation
+    metric = report["metric"]
+    assert report["utility"]["metrics"][metric]["output"] == pytest.approx(report["information_loss"], rel=1e-9)
+    assert 0 < report["utility"]["metrics"][metric]["relative_percent"] < 100
+    levels = {a["attribute"]: a["level"] for a in report["utility"]["attributes"]}
+    assert levels == report["transformation"]
+    for a in report["utility"]["attributes"]:  # distinct released values, counted in the file
+        released = {r[oh.index(a["attribute"])] for r in orows if not all(r[oh.index(q)] == "*" for q in QIS)}
+        assert a["distinct_output"] == len(released), a
+    assert sum(n for _, n in report["distributions"]["age"]["input"]) == ROWS
+    text = page.read_text()
+    assert report["html"] == str(page) and 'id="risk"' in text and 'id="metrics"' in text
+    assert text.count("<svg") == 2 + len(QIS)  # class sizes, risk profile, one per QI
+
+
+@pytest.fixture(scope="module")
+def network(adult_part, tmp_path_factory):
+    path, keep, rows = adult_part
+    folder = tmp_path_factory.mktemp("run_shares")
+    parties = []
+    for i, name in enumerate(("p1", "p2")):
+        share = folder / f"{name}.csv"
+        share.write_text(";".join(keep) + "\n" + "".join(";".join(r) + "\n" for r in rows[i::2]))
+        parties.append(SimulatedParty(name, "primary", csv_path=share, qi_hierarchies=dict(HIER),
+                                      insensitive=["salary-class"]))
+    parties.append(SimulatedParty("helper", "helper"))
+    with SimulatedNetwork(parties) as net:
+        yield net
+
+
+@pytest.mark.slow
+def test_run_reports_output_risk_and_says_input_risk_is_unavailable(adult_part, network, tmp_path, capsys):
+    path, keep, rows = adult_part
+    cfg = network.run_config("B", config=AnonymizationConfig(list(QIS), k=K, suppression=0.05))
+    cfg.output, cfg.report = tmp_path / "result.csv", tmp_path / "report.json"
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+    assert main(["run", "--config", str(run_toml), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "risk (output)" in printed and max(len(line) for line in printed.splitlines()) <= 80
+    report = json.loads(cfg.report.read_text())
+    oh, orows = read_table_csv(cfg.output)
+    ours = report["risk"]["output"]
+    assert_matches(ours, reference_risk(oh, orows, QIS))
+    assert_matches(ours, reference_risk(keep, reference_release(keep, rows, report["transformation"]), QIS))
+    assert ours["satisfies"]["k"] >= K and ours["suppressed_rows"] == report["suppressed_rows"]
+    # nothing of the pooled input: its risk is not available, with the reason
+    assert report["risk"]["input"] is None and "pooled input" in report["risk"]["input_unavailable"]
+    assert report["utility"]["metrics"] is None and "pooled input" in report["utility"]["unavailable"]
+    assert {a["attribute"]: a["level"] for a in report["utility"]["attributes"]} == report["transformation"]
+    for q, d in report["distributions"].items():
+        assert d["input"] is None
+        written = {r[oh.index(q)] for r in orows}
+        assert {label for label, _ in d["output"]} <= written | {"(other)"}
+        assert sum(n for _, n in d["output"]) == len(orows)

@@ -8,6 +8,7 @@ the written result file and from the raw input generalized by reading the hierar
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_run_reports_output_risk_and_says_input_risk_is_unavailable(adult_part, 
     cfg.output, cfg.report = tmp_path / "result.csv", tmp_path / "report.json"
     run_toml = tmp_path / "run.toml"
     run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
-    assert main(["run", "--config", str(run_toml), "--no-progress"]) == 0
+    page = tmp_path / "run.html"
+    assert main(["run", "--config", str(run_toml), "--no-progress", "--html", str(page)]) == 0
     printed = capsys.readouterr().out
     assert "risk (output)" in printed and max(len(line) for line in printed.splitlines()) <= 80
     report = json.loads(cfg.report.read_text())
@@ -119,3 +121,14 @@ def test_run_reports_output_risk_and_says_input_risk_is_unavailable(adult_part, 
         written = {r[oh.index(q)] for r in orows}
         assert {label for label, _ in d["output"]} <= written | {"(other)"}
         assert sum(n for _, n in d["output"]) == len(orows)
+    # the page: output only, says why there is no input column, one plot per QI + class sizes + risk profile
+    text = page.read_text(encoding="utf-8")
+    assert report["html"] == str(page) and "Input figures not available" in text
+    assert "<th>input</th>" not in text and f"<td>{ours['classes']}</td>" in text
+    assert text.count("<svg") == 2 + len(QIS) and "<script" not in text
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        from test_html_report import browse  # the same headless-Chromium check as the anonymize page
+
+        dom = browse(page, "--dump-dom", tmp=tmp_path)
+        assert dom.returncode == 0 and dom.stdout.count("<svg") == 2 + len(QIS), dom.stderr[-2000:]
+        assert not [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]

@@ -15,6 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", type=Path,
                         help="override run.report (JSON report); with --protocol check, where to write "
                              "the round-trip table (a check run never writes run.output/run.report)")
+    parser.add_argument("--html", type=Path, default=None, metavar="REPORT.html",
+                        help="also write a self-contained HTML page of the result: summary, output risk, "
+                             "generalization per attribute, released value counts")
     parser.add_argument("--run-id", help="override the generated run id")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
     parser.set_defaults(handler=_run)
@@ -50,14 +53,24 @@ def _run(args: argparse.Namespace) -> int:
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
+    analysis = None
     if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
         from fedanon.engine.config import AnonymizationConfig
-        from fedanon.report.analysis import protocol_output_report
+        from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
-        outcome.report.update(protocol_output_report(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
-                                                     outcome.output_columns or [], outcome.output_rows))
+        analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+                                           outcome.output_columns or [], outcome.output_rows)
+        outcome.report.update(analysis.to_dict())
+        if args.html is not None:
+            outcome.report["html"] = str(args.html)
     write_outputs(outcome, cfg.output, cfg.report)
+    if args.html is not None:
+        if analysis is None:
+            print(f"no HTML report: run {outcome.run_id} produced no anonymized result", file=sys.stderr)
+        else:
+            analysis.write_html(str(args.html), f"fedanon run {outcome.run_id} ({cfg.protocol.upper()}, "
+                                                f"{cfg.distribution})")
     if show:
         print_phase_summary(outcome.report.get("party_reports", {}))
     if result_rows(outcome.report):

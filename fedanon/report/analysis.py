@@ -21,18 +21,24 @@ class Analysis:
     """Risk and utility of one anonymization; `to_dict()` is the JSON report's `risk`/`utility` part."""
 
     summary: dict[str, Any]
-    risk_input: dict[str, Any]
+    risk_input: dict[str, Any] | None  # None: the input is nowhere at hand (a distributed run's result)
     risk_output: dict[str, Any]
     attributes: list[dict[str, Any]]
-    metrics: dict[str, Any]
+    metrics: dict[str, Any] | None
     distributions: dict[str, Any] = field(default_factory=dict)
+    input_unavailable: str | None = None  # why risk_input/metrics are None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "risk": {"input": self.risk_input, "output": self.risk_output},
             "utility": {"attributes": self.attributes, "metrics": self.metrics},
             "distributions": self.distributions,
         }
+        if self.input_unavailable:
+            out["risk"]["input_unavailable"] = self.input_unavailable
+            out["utility"]["unavailable"] = ("loss per attribute and relative scores need the pooled input: "
+                                             + self.input_unavailable)
+        return out
 
     def write_html(self, path: str, title: str = "fedanon anonymization report") -> None:
         from fedanon.report.html import write_report
@@ -142,15 +148,15 @@ def analyze_protocol_result(
     return analysis
 
 
-def protocol_output_report(
+def analyze_protocol_output(
     config: AnonymizationConfig,
     summary: Mapping[str, Any],
     out_columns: list[str],
     out_rows: list[list[str]],
     *,
     threshold: float = DEFAULT_THRESHOLD,
-) -> dict[str, Any]:
-    """The `risk`/`utility`/`distributions` part of a distributed run's report, from its result alone.
+) -> Analysis:
+    """Risk and utility of a distributed run's result, from the result alone.
 
     Computed where the result is (the coordinator of `fedanon run`, which
     receives it from the result recipient): output risk and what the output
@@ -171,14 +177,10 @@ def protocol_output_report(
                            "distinct_output": int(np.unique(out.codes[~suppressed, c]).size)})
     columns = list(config.quasi_identifiers) + [s for s in config.sensitive_attributes
                                                 if s not in config.quasi_identifiers and s in out.columns]
-    return {
-        "risk": {"input": None, "input_unavailable": INPUT_UNAVAILABLE, "output": risk},
-        "utility": {"attributes": attributes, "metrics": None,
-                    "information_loss": summary.get("information_loss"), "metric": summary.get("metric"),
-                    "unavailable": "loss per attribute and relative scores need the pooled input: "
-                                   + INPUT_UNAVAILABLE},
-        "distributions": {q: {"input": None, "output": output_distribution(out, q)} for q in columns},
-    }
+    return Analysis(
+        summary={**summary, "models": _describe(config)}, risk_input=None, risk_output=risk, attributes=attributes,
+        metrics=None, distributions={q: {"input": None, "output": output_distribution(out, q)} for q in columns},
+        input_unavailable=INPUT_UNAVAILABLE)
 
 
 def _describe(config: AnonymizationConfig) -> list[str]:

@@ -53,31 +53,41 @@ def _table(head: Iterable[str] | None, rows: Iterable[Iterable[Any]], table_id: 
     return f'<table id="{table_id}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _risk_rows(a: dict[str, Any], b: dict[str, Any]) -> list[list[str]]:
+def _risk_rows(columns: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per figure, one column per risk dict (input and output, or output alone)."""
     def get(r: dict[str, Any], model: str, key: str) -> Any:
         return (r.get(model) or {}).get(key)
 
-    rows = [["released rows", a["rows"], b["rows"]], ["suppressed rows", a["suppressed_rows"], b["suppressed_rows"]],
-            ["equivalence classes", a["classes"], b["classes"]], ["sample uniques", a["sample_uniques"], b["sample_uniques"]]]
+    def row(label: str, cell: Any) -> list[Any]:
+        return [label, *(cell(r) for r in columns)]
+
+    threshold = columns[-1]["threshold"]
+    rows = [row("released rows", lambda r: r["rows"]), row("suppressed rows", lambda r: r["suppressed_rows"]),
+            row("equivalence classes", lambda r: r["classes"]),
+            row("sample uniques", lambda r: r["sample_uniques"])]
     for model in ("prosecutor", "journalist"):
-        rows.append([f"{model}: highest risk", _pct(get(a, model, "highest")), _pct(get(b, model, "highest"))])
-        rows.append([f"{model}: average risk", _pct(get(a, model, "average")), _pct(get(b, model, "average"))])
-        rows.append([f"{model}: records at risk (> {a['threshold']:g})",
-                     f"{get(a, model, 'records_at_risk')} ({_pct(get(a, model, 'records_at_risk_fraction'))})",
-                     f"{get(b, model, 'records_at_risk')} ({_pct(get(b, model, 'records_at_risk_fraction'))})"])
-    rows.append(["marketer: average risk", _pct(get(a, "marketer", "average")), _pct(get(b, "marketer", "average"))])
-    rows.append(["largest k satisfied", _num(a["satisfies"]["k"]), _num(b["satisfies"]["k"])])
-    for attr, sa in a["satisfies"]["sensitive"].items():
-        sb = b["satisfies"]["sensitive"][attr]
-        rows.append([f"{attr}: distinct ℓ", sa["distinct_l"], sb["distinct_l"]])
-        rows.append([f"{attr}: entropy ℓ", _num(sa["entropy_l"]), _num(sb["entropy_l"])])
-        for l_value in sorted(set(sa["recursive_c"]) & set(sb["recursive_c"]), key=int)[:3]:
-            rows.append([f"{attr}: recursive (c,{l_value}): every c >", _num(sa["recursive_c"][l_value]),
-                         _num(sb["recursive_c"][l_value])])
+        rows.append(row(f"{model}: highest risk", lambda r: _pct(get(r, model, "highest"))))
+        rows.append(row(f"{model}: average risk", lambda r: _pct(get(r, model, "average"))))
+        rows.append(row(f"{model}: records at risk (> {threshold:g})",
+                        lambda r: f"{get(r, model, 'records_at_risk')} ({_pct(get(r, model, 'records_at_risk_fraction'))})"))
+    rows.append(row("marketer: average risk", lambda r: _pct(get(r, "marketer", "average"))))
+    rows.append(row("largest k satisfied", lambda r: _num(r["satisfies"]["k"])))
+    for attr in columns[-1]["satisfies"]["sensitive"]:
+        sats = [r["satisfies"]["sensitive"].get(attr, {}) for r in columns]
+        rows.append([f"{attr}: distinct ℓ", *(x.get("distinct_l") for x in sats)])
+        rows.append([f"{attr}: entropy ℓ", *(_num(x.get("entropy_l")) for x in sats)])
+        common = set.intersection(*(set(x.get("recursive_c", {})) for x in sats))
+        for l_value in sorted(common, key=int)[:3]:
+            rows.append([f"{attr}: recursive (c,{l_value}): every c >", *(_num(x["recursive_c"][l_value]) for x in sats)])
         for kind in ("t_equal", "t_hierarchical"):
-            if kind in sa:
-                rows.append([f"{attr}: smallest t ({kind[2:]} distance)", _num(sa[kind]), _num(sb[kind])])
+            if all(kind in x for x in sats):
+                rows.append([f"{attr}: smallest t ({kind[2:]} distance)", *(_num(x[kind]) for x in sats)])
     return [[str(c) for c in r] for r in rows]
+
+
+def _bars(title: str, bins_in: list[tuple[str, int]] | None, bins_out: list[tuple[str, int]]) -> str:
+    return paired_bars(title, [b for b, _ in bins_out], None if bins_in is None else [n for _, n in bins_in],
+                       [n for _, n in bins_out])
 
 
 def render(a: "Analysis", title: str) -> str:
@@ -85,43 +95,62 @@ def render(a: "Analysis", title: str) -> str:
     ri, ro = a.risk_input, a.risk_output
     verified = s.get("verified")
     summary_rows = [
-        ["input", s.get("input", "(in memory)")], ["rows", s.get("rows")],
+        ["input", s.get("input", "(in memory)" if ri is not None else "the parties' shares (never pooled)")],
+        ["rows", s.get("rows", ro["rows"] + ro["suppressed_rows"])],
         ["privacy models", "; ".join(s.get("models", []))],
         ["transformation", ", ".join(f"{k}={v}" for k, v in s["transformation"].items())],
         ["information loss", f"{s['information_loss']:.6g} ({s['metric']})"],
         ["classes / suppressed rows", f"{s['classes']} / {s['suppressed_rows']}"],
-        ["search", f"{s.get('checks')} checks, {s.get('lattice_size')} nodes, {s.get('elapsed_s', 0):.3f} s"],
     ]
+    if s.get("checks") is not None:
+        summary_rows.append(["search", f"{s.get('checks')} checks, {s.get('lattice_size')} nodes, "
+                                       f"{s.get('elapsed_s', 0):.3f} s"])
+    if s.get("protocol"):
+        summary_rows.append(["protocol", f"{s['protocol']}, {s.get('distribution', '')}"])
     if verified is not None:
         summary_rows.append(["independent verifier", "OK" if verified else "VIOLATIONS"])
-    parts = [f"<h1>{_e(title)}</h1>",
-             "<p class=warn>For the data owner: this page shows value distributions and risk figures of the "
-             "raw input. Do not publish it with the released table.</p>",
+    owner = ("<p class=warn>For the data owner: this page shows value distributions and risk figures of the "
+             "raw input. Do not publish it with the released table.</p>" if ri is not None else
+             f"<p class=warn>Input figures not available: {_e(a.input_unavailable or '')}. This page describes "
+             "the released result only.</p>")
+    parts = [f"<h1>{_e(title)}</h1>", owner,
              f'<p class=note>Output {"verified" if verified else "written"} by fedanon. Risk figures: '
              f"prosecutor = the attacker knows the person is in the data; journalist = the person is in the "
-             f"population: {_e(ri.get('population'))}; marketer = share of records re-identified on average. "
-             f"Records at risk: released records whose risk exceeds {ri['threshold']:g}.</p>",
+             f"population: {_e(ro.get('population'))}; marketer = share of records re-identified on average. "
+             f"Records at risk: released records whose risk exceeds {ro['threshold']:g}.</p>",
              "<h2>Summary</h2>", _table(None, summary_rows, "summary"),
-             "<h2>Re-identification risk</h2>", _table(["", "input", "output"], _risk_rows(ri, ro), "risk")]
-    bins_in, bins_out = size_bins(ri), size_bins(ro)
-    bands_in, bands_out = risk_bands(ri), risk_bands(ro)
+             "<h2>Re-identification risk</h2>",
+             _table(["", "input", "output"] if ri is not None else ["", "output"],
+                    _risk_rows([ri, ro] if ri is not None else [ro]), "risk")]
+    if ro.get("note"):
+        parts.append(f"<p class=note>{_e(ro['note'])}</p>")
     parts.append('<div class=grid>')
-    parts.append("<figure id=class-sizes>" + paired_bars("Records by equivalence-class size", [b for b, _ in bins_in],
-                                                       [n for _, n in bins_in], [n for _, n in bins_out]) + "</figure>")
-    parts.append("<figure id=risk-profile>" + paired_bars("Records by prosecutor risk", [b for b, _ in bands_in],
-                                                        [n for _, n in bands_in], [n for _, n in bands_out]) + "</figure>")
+    parts.append("<figure id=class-sizes>" + _bars("Records by equivalence-class size",
+                                                   size_bins(ri) if ri is not None else None, size_bins(ro))
+                 + "</figure>")
+    parts.append("<figure id=risk-profile>" + _bars("Records by prosecutor risk",
+                                                    risk_bands(ri) if ri is not None else None, risk_bands(ro))
+                 + "</figure>")
     parts.append("</div>")
     parts.append("<h2>Utility</h2><p class=note>Loss per attribute: Iyengar's loss (share of the hierarchy's "
                  "leaves behind each released value; suppressed cells count 100 %). Relative score: 0 % = the "
                  "input, 100 % = every row suppressed.</p>")
+
+    def pct(x: dict[str, Any], key: str) -> str:
+        return "–" if x.get(key) is None else f"{x[key]:.1f} %"
+
     parts.append(_table(["attribute", "level", "of", "generalization", "loss", "distinct values in", "out"],
-                        [[x["attribute"], x["level"], x["max_level"], f"{x['generalization_percent']:.1f} %",
-                          f"{x['loss_percent']:.1f} %", x["distinct_input"], x["distinct_output"]]
+                        [[x["attribute"], x["level"], x.get("max_level", "–"), pct(x, "generalization_percent"),
+                          pct(x, "loss_percent"), x.get("distinct_input", "–"), x["distinct_output"]]
                          for x in a.attributes], "attributes"))
-    parts.append(_table(["metric", "input", "output", "everything suppressed", "relative"],
-                        [[name, _num(m["input"], 6), _num(m["output"], 6), _num(m["all_suppressed"], 6),
-                          "–" if m["relative_percent"] is None else f"{m['relative_percent']:.1f} %"]
-                         for name, m in a.metrics.items()], "metrics"))
+    if a.metrics is not None:
+        parts.append(_table(["metric", "input", "output", "everything suppressed", "relative"],
+                            [[name, _num(m["input"], 6), _num(m["output"], 6), _num(m["all_suppressed"], 6),
+                              "–" if m["relative_percent"] is None else f"{m['relative_percent']:.1f} %"]
+                             for name, m in a.metrics.items()], "metrics"))
+    else:
+        parts.append("<p class=note id=metrics>Loss per attribute and relative scores need the pooled input: "
+                     "not available.</p>")
     parts.append("<h2>Value distributions before and after</h2><div class=grid>")
     for attr, d in a.distributions.items():
         parts.append(f'<figure class=distribution data-attribute="{_e(attr)}">'

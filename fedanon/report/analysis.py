@@ -137,6 +137,9 @@ def analyze_protocol_result(
         classes=kept, checks=0, rollups=0, elapsed_s=0.0, lattice_size=0, optimum_found=True)
     analysis = analyze(table, hierarchies, config, twin, research_subset=research_subset, threshold=threshold,
                        summary=summary)
+    for key in ("checks", "rollups", "lattice_size", "optimum_found", "algorithm", "tagged"):
+        if key not in summary:  # the twin ran no search: show only what the protocol reported
+            analysis.summary.pop(key, None)
     if research_subset is None:
         analysis.risk_output, _, _ = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"),
                                                       hierarchies, threshold)

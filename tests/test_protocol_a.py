@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.csvio import read_table_csv
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import PeerError, ProtocolError
@@ -23,85 +20,56 @@ from fedanon.protocols.api import LocalData, RunSettings
 from fedanon.protocols.equivalence import centralized, differences
 from fedanon.protocols.local_run import LocalRun, run_in_memory
 from fedanon.protocols.protocol_a import DOCTOR_OPTION, disagreement
-from fedanon.protocols.split import split_horizontal, split_vertical
-from test_protocol_b import MODELS as B_MODELS
+from protocol_cases import (
+    DATA,
+    EX_ATTRS,
+    EX_QIS,
+    MODELS,
+    assert_all_fail,
+    check_equivalent,
+    load,
+    research_subset,
+    run_protocol,
+    sample_adult,
+    settings_for,
+)
+from protocol_cases import shares_for as split_shares
 
-DATA = Path(fedanon.__file__).parent / "data"
-EX_QIS = ["age", "sex", "zipcode"]
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education"]
-
-
-def _load(name: str, attrs: list[str]) -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    columns, rows = read_table_csv(DATA / name / f"{name}.csv")
-    hierarchies = {a: Hierarchy.read_csv(DATA / name / f"{name}_hierarchy_{a}.csv", a) for a in attrs}
-    return columns, rows, hierarchies
 
 
 @pytest.fixture(scope="module")
 def example() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    return _load("example", EX_QIS + ["diagnosis"])
+    return load("example", EX_ATTRS)
 
 
 @pytest.fixture(scope="module")
 def adult_sample() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    columns, rows, hierarchies = _load("adult", ADULT_QIS + ["salary-class"])
-    pick = sorted(np.random.default_rng(20240502).choice(len(rows), size=400, replace=False).tolist())
-    keep = ADULT_QIS + ["salary-class"]
-    index = [columns.index(c) for c in keep]
-    return keep, [[rows[i][j] for j in index] for i in pick], hierarchies
-
-
-def settings_for(distribution: str, n: int, config: AnonymizationConfig, options: dict | None = None,
-                 recipient: str = "p1") -> RunSettings:
-    parties = {f"p{i + 1}": "primary" for i in range(n)}
-    return RunSettings(f"test-a-{distribution}-{n}", "A", distribution, config, parties, recipient, options or {})
+    return sample_adult(ADULT_QIS + ["salary-class"], 400, seed=20240502)
 
 
 def shares_for(columns, rows, hierarchies, distribution: str, n: int, subset=None) -> dict[str, LocalData]:
-    if distribution == "horizontal":
-        shares = split_horizontal(columns, rows, n, research_subset=subset)
-    else:
-        shares = split_vertical(columns, rows, n, research_subset=subset)
-    return {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    return split_shares((columns, rows, hierarchies), distribution, n, subset)
 
 
 def run_a(columns, rows, hierarchies, config, distribution, n, subset=None, options=None, recipient="p1",
           record=False) -> tuple[LocalRun, dict[str, LocalData]]:
-    local = shares_for(columns, rows, hierarchies, distribution, n, subset)
-    run = run_in_memory(settings_for(distribution, n, config, options, recipient), local, record=record,
-                        timeout_s=180)
-    return run, local
+    return run_protocol("A", (columns, rows, hierarchies), config, distribution, n, subset, options, recipient,
+                        record, timeout_s=180)
 
 
 def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset=None, options=None,
                       recipient: str = "p1") -> LocalRun:
-    try:
-        central = centralized(columns, rows, hierarchies, config, subset)
-    except NoSolutionError:
-        central = None
-    run, _ = run_a(columns, rows, hierarchies, config, distribution, n, subset, options, recipient)
-    everyone = [f"p{i + 1}" for i in range(n)]
-    if central is None:
-        assert sorted(run.errors) == everyone, run.errors
-        assert all(isinstance(e, NoSolutionError) for e in run.errors.values()), run.errors
-        return run
-    assert not run.errors, run.errors
-    out = run.outcomes[recipient]
-    released = len(rows) if subset is None else int(np.sum(subset))
-    assert out.output_rows is not None and len(out.output_rows) == released
-    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
-    assert all(run.outcomes[p].output_rows is None for p in everyone if p != recipient)
-    master = out.report["master"]
-    assert master != recipient and run.outcomes[master].report["is_master"]
-    assert run.outcomes[master].report["information_loss"] == pytest.approx(central.result.information_loss)
+    run, central = check_equivalent("A", (columns, rows, hierarchies), config, distribution, n, subset, options,
+                                    recipient, timeout_s=180)
+    if central is not None:  # the master (never the recipient here) ran the engine: same loss
+        master = run.outcomes[recipient].report["master"]
+        assert master != recipient and run.outcomes[master].report["is_master"]
+        assert run.outcomes[master].report["information_loss"] == pytest.approx(central.result.information_loss)
     return run
 
 
-def _subset(n_rows: int) -> np.ndarray:
-    return np.array([i % 3 == 0 for i in range(n_rows)])
-
-
-MODELS = B_MODELS  # the same privacy models as Protocol B's matrix
+_subset = research_subset
 
 
 @pytest.mark.parametrize("suppression", [0.0, 0.25])
@@ -247,16 +215,13 @@ def test_disagreement_names_the_minority_or_both() -> None:
 
 
 def _all_fail(run: LocalRun, n: int, pattern: str, kind: type = ProtocolError) -> None:
-    everyone = [f"p{i + 1}" for i in range(n)]
-    assert sorted(run.errors) == everyone, f"outcomes without error: {set(everyone) - set(run.errors)}"
-    for party, exc in run.errors.items():
-        assert isinstance(exc, kind), (party, exc)
-        assert pattern in str(exc), (party, str(exc))
+    assert_all_fail(run, "A", n, pattern, kind)
 
 
 def _run(local: dict[str, LocalData], distribution: str, config=None, options=None, record=False) -> LocalRun:
     config = config or AnonymizationConfig(EX_QIS, k=2)
-    return run_in_memory(settings_for(distribution, len(local), config, options), local, record=record, timeout_s=60)
+    return run_in_memory(settings_for("A", distribution, len(local), config, options), local, record=record,
+                         timeout_s=60)
 
 
 def test_schema_mismatch_stops_every_party_before_data(example) -> None:

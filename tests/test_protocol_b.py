@@ -8,104 +8,61 @@ solution, every party must stop with NoSolutionError.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-import fedanon
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv
+from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import ProtocolError
-from fedanon.protocols.api import LocalData, RunSettings
-from fedanon.protocols.equivalence import centralized, differences
+from fedanon.protocols.api import LocalData
 from fedanon.protocols.local_run import LocalRun, run_in_memory
-from fedanon.protocols.split import split_horizontal, split_vertical
+from protocol_cases import (
+    EX_ATTRS,
+    EX_QIS,
+    MODELS,
+    assert_all_fail,
+    check_equivalent,
+    load,
+    research_subset,
+    run_protocol,
+    sample_adult,
+    settings_for,
+    shares_for,
+)
 
-DATA = Path(fedanon.__file__).parent / "data"
-EX_QIS = ["age", "sex", "zipcode"]
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
-
-
-def _load(name: str, attrs: list[str]) -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    columns, rows = read_table_csv(DATA / name / f"{name}.csv")
-    hierarchies = {a: Hierarchy.read_csv(DATA / name / f"{name}_hierarchy_{a}.csv", a) for a in attrs}
-    return columns, rows, hierarchies
 
 
 @pytest.fixture(scope="module")
 def example() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    return _load("example", EX_QIS + ["diagnosis"])
+    return load("example", EX_ATTRS)
 
 
 @pytest.fixture(scope="module")
 def adult_sample() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
-    columns, rows, hierarchies = _load("adult", ADULT_QIS + ["salary-class"])
-    pick = np.random.default_rng(20240501).choice(len(rows), size=1500, replace=False)
-    return columns, [rows[i] for i in sorted(pick.tolist())], hierarchies
-
-
-def settings_for(distribution: str, n: int, config: AnonymizationConfig, options: dict | None = None,
-                 recipient: str = "p1") -> RunSettings:
-    parties = {f"p{i + 1}": "primary" for i in range(n)}
-    parties["helper"] = "helper"
-    return RunSettings(f"test-{distribution}-{n}", "B", distribution, config, parties, recipient, options or {})
+    return sample_adult(ADULT_QIS + ["salary-class"], 1500, seed=20240501, keep_all_columns=True)
 
 
 def run_b(columns: list[str], rows: list[list[str]], hierarchies: dict[str, Hierarchy], config: AnonymizationConfig,
           distribution: str, n: int, subset: np.ndarray | None = None, options: dict | None = None,
           recipient: str = "p1", record: bool = False) -> tuple[LocalRun, dict[str, LocalData]]:
-    if distribution == "horizontal":
-        shares = split_horizontal(columns, rows, n, research_subset=subset)
-    else:
-        shares = split_vertical(columns, rows, n, research_subset=subset)
-    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
-    run = run_in_memory(settings_for(distribution, n, config, options, recipient), local, record=record, timeout_s=120)
-    return run, local
+    return run_protocol("B", (columns, rows, hierarchies), config, distribution, n, subset, options, recipient,
+                        record, timeout_s=120)
 
 
 def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset=None, options=None,
                       recipient: str = "p1") -> LocalRun:
-    try:
-        central = centralized(columns, rows, hierarchies, config, subset)
-    except NoSolutionError:
-        central = None
-    run, _ = run_b(columns, rows, hierarchies, config, distribution, n, subset, options, recipient)
-    everyone = [f"p{i + 1}" for i in range(n)] + ["helper"]
-    if central is None:
-        assert sorted(run.errors) == sorted(everyone), run.errors
-        assert all(isinstance(e, NoSolutionError) for e in run.errors.values()), run.errors
-        return run
-    assert not run.errors, run.errors
-    out = run.outcomes[recipient]
-    released = len(rows) if subset is None else int(np.sum(subset))
-    assert out.output_rows is not None and len(out.output_rows) == released
-    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
-    # everyone else learns the outcome's metadata, but no rows
-    assert all(run.outcomes[p].output_rows is None for p in everyone if p != recipient)
-    helper = run.outcomes["helper"]
-    assert helper.report["transformation"] == central.result.transformation
-    assert helper.report["information_loss"] == pytest.approx(central.result.information_loss)
+    run, central = check_equivalent("B", (columns, rows, hierarchies), config, distribution, n, subset, options,
+                                    recipient, timeout_s=120)
+    if central is not None:  # the helper ran the engine on ciphertext: same node, same loss
+        helper = run.outcomes["helper"]
+        assert helper.report["transformation"] == central.result.transformation
+        assert helper.report["information_loss"] == pytest.approx(central.result.information_loss)
     return run
 
 
-def _subset(n_rows: int) -> np.ndarray:
-    return np.array([i % 3 == 0 for i in range(n_rows)])
-
-
-MODELS = {
-    "k": lambda qis, s, supp, metric: AnonymizationConfig(qis, k=2, suppression=supp, metric=metric),
-    "recursive-l": lambda qis, s, supp, metric: AnonymizationConfig(
-        qis, k=1, l_diversity=LDiversity("recursive", 2, s, c=4), suppression=supp, metric=metric),
-    "t-equal": lambda qis, s, supp, metric: AnonymizationConfig(
-        qis, t_closeness=TCloseness(0.3, "equal", s), suppression=supp, metric=metric),
-    "t-hierarchical": lambda qis, s, supp, metric: AnonymizationConfig(
-        qis, t_closeness=TCloseness(0.2, "hierarchical", s), suppression=supp, metric=metric),
-    "delta": lambda qis, s, supp, metric: AnonymizationConfig(
-        qis, k=2, delta_presence=DeltaPresence(0.0, 0.6), suppression=supp, metric=metric),
-}
+_subset = research_subset
 
 
 @pytest.mark.parametrize("suppression", [0.0, 0.25])
@@ -184,22 +141,17 @@ def test_hierarchy_scope_data_sends_fewer_rules(example) -> None:
 
 
 def _all_fail(run: LocalRun, n: int, pattern: str, kind: type = ProtocolError) -> None:
-    everyone = [f"p{i + 1}" for i in range(n)] + ["helper"]
-    assert sorted(run.errors) == sorted(everyone), f"outcomes without error: {set(everyone) - set(run.errors)}"
-    for party, exc in run.errors.items():
-        assert isinstance(exc, kind), (party, exc)
-        assert pattern in str(exc), (party, str(exc))
+    assert_all_fail(run, "B", n, pattern, kind)
 
 
 def _shares(example, distribution: str, n: int = 3) -> dict[str, LocalData]:
-    columns, rows, hierarchies = example
-    split = split_horizontal if distribution == "horizontal" else split_vertical
-    return {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split(columns, rows, n))}
+    return shares_for(example, distribution, n)
 
 
 def _run(local: dict[str, LocalData], distribution: str, config=None, options=None, record=False) -> LocalRun:
     config = config or AnonymizationConfig(EX_QIS, k=2)
-    return run_in_memory(settings_for(distribution, len(local), config, options), local, record=record, timeout_s=60)
+    return run_in_memory(settings_for("B", distribution, len(local), config, options), local, record=record,
+                         timeout_s=60)
 
 
 def test_schema_mismatch_stops_every_party_before_data(example) -> None:

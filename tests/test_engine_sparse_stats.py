@@ -22,7 +22,7 @@ from fedanon.engine.closeness import TClosenessCriterion
 from fedanon.engine.criteria import ClassStats, CriterionContext
 from fedanon.engine.csvio import read_table_csv
 from fedanon.engine.diversity import LDiversityCriterion
-from fedanon.engine.grouping import Grouper, group_key
+from fedanon.engine.grouping import Grouper
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 
@@ -77,13 +77,39 @@ def test_sparse_rollup_equals_dense_sum():
     n_coarse = int(class_map.max()) + 1
     coarse = np.zeros((n_coarse, 9), dtype=np.int64)
     np.add.at(coarse, class_map, dense)
-    rolled = _sparse(dense).rollup(class_map, n_coarse, group_key)
+    rolled = _sparse(dense).rollup(class_map, n_coarse)
     assert np.array_equal(rolled.toarray(), coarse)
     assert np.array_equal(rolled.sizes(), coarse.sum(axis=1))
     assert np.array_equal(rolled.distinct(), (coarse > 0).sum(axis=1))
     # a pure renumbering keeps every entry
     perm = np.random.default_rng(6).permutation(200)
-    assert np.array_equal(_sparse(dense).rollup(perm, 200, group_key).toarray()[perm], dense)
+    assert np.array_equal(_sparse(dense).rollup(perm, 200).toarray()[perm], dense)
+
+
+@pytest.mark.parametrize("classes,domain,coarse_classes", [(40, 9, 7), (3000, 800, 1200), (5000, 5000, 4999)])
+def test_sparse_counting_and_sorting_paths_equal_dense(classes, domain, coarse_classes):
+    """Small key spans are counted densely, large ones sorted with the counts packed into the
+    key: both must give the dense matrix, from rows and in a roll-up, sorted by (class, value)."""
+    rng = np.random.default_rng(classes)
+    n = 6000
+    row_class = rng.integers(0, classes, size=n)
+    codes = rng.integers(0, domain, size=n).astype(np.uint16)
+    dense = np.zeros((classes, domain), dtype=np.int64)
+    np.add.at(dense, (row_class, codes.astype(np.int64)), 1)
+    built = SparseHistogram.from_rows(row_class, codes, classes, domain)
+    assert np.array_equal(built.toarray(), dense)
+    assert np.all(built.count > 0)
+    order = built.cls * domain + built.value
+    assert np.all(np.diff(order) > 0)  # each pair once, sorted by (class, value)
+    class_map = rng.integers(0, coarse_classes, size=classes)
+    _, class_map = np.unique(class_map, return_inverse=True)
+    n_coarse = int(class_map.max()) + 1
+    coarse = np.zeros((n_coarse, domain), dtype=np.int64)
+    np.add.at(coarse, class_map, dense)
+    rolled = built.rollup(class_map, n_coarse)
+    assert np.array_equal(rolled.toarray(), coarse)
+    assert np.all(np.diff(rolled.cls * domain + rolled.value) > 0)
+    assert np.array_equal(rolled.distinct(), (coarse > 0).sum(axis=1))
 
 
 def _adult():

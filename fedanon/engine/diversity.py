@@ -97,10 +97,14 @@ class LDiversityCriterion(Criterion):
         l_int = int(self.l)
         if hist.domain < l_int:
             return np.zeros(hist.n_classes, dtype=bool)
+        # only classes with ≥ ℓ distinct values can pass: in fine nodes most entries belong
+        # to the others, so they are left out before the sort
+        candidate = enough[hist.cls]
+        cls, count = (hist.cls, hist.count) if candidate.all() else (hist.cls[candidate], hist.count[candidate])
         # entries sorted by (class, count) with one plain sort of packed int64 keys: the
         # largest counts of a class are the last entries of its block
-        packed = np.left_shift(hist.cls, 32)
-        np.bitwise_or(packed, hist.count, out=packed)
+        packed = np.left_shift(cls, 32)
+        np.bitwise_or(packed, count, out=packed)
         packed.sort()
         cls_sorted = np.right_shift(packed, 32)
         c_sorted = np.bitwise_and(packed, 0xFFFFFFFF).astype(np.float64)

@@ -150,6 +150,13 @@ def _sum_by(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarra
     return summed.round().astype(np.int64).reshape(n_groups, d)
 
 
+def _rollup_cost(classes: Classes) -> int:
+    """Work of rolling up from a snapshot: its classes plus its sparse histogram entries
+    (with a large sensitive domain the entries, up to one per row, dominate)."""
+    return classes.count + sum(int(h.cls.shape[0]) for h in classes.stats.histograms.values()
+                               if isinstance(h, SparseHistogram))
+
+
 class Grouper:
     """Transforms and groups one encoded table for any lattice node."""
 
@@ -239,7 +246,7 @@ class Grouper:
         for attr, scodes in self.sensitive_codes.items():
             d = self.sensitive_sizes[attr]
             if attr in self.sparse:
-                hists[attr] = SparseHistogram.from_rows(inverse, scodes, n_classes, d, group_key)
+                hists[attr] = SparseHistogram.from_rows(inverse, scodes, n_classes, d)
                 continue
             hists[attr] = np.bincount(inverse * d + scodes, minlength=n_classes * d).reshape(n_classes, d).astype(np.int64)
         subset_sizes = None
@@ -270,13 +277,13 @@ class Grouper:
                 return out
 
             sizes = move(st.sizes)
-            hists = {a: h.rollup(inverse, n_classes, group_key) if isinstance(h, SparseHistogram) else move(h)
+            hists = {a: h.rollup(inverse, n_classes) if isinstance(h, SparseHistogram) else move(h)
                      for a, h in st.histograms.items()}
             subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
             return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
                            rolled_from=base.levels, mapping=inverse)
         sizes = _sum_by(inverse, n_classes, st.sizes.astype(np.float64))
-        hists = {a: h.rollup(inverse, n_classes, group_key) if isinstance(h, SparseHistogram)
+        hists = {a: h.rollup(inverse, n_classes) if isinstance(h, SparseHistogram)
                  else _sum_by(inverse, n_classes, h) for a, h in st.histograms.items()}
         subset_sizes = None
         if st.subset_sizes is not None:
@@ -288,7 +295,7 @@ class Grouper:
         """Classes of a node, rolled up from the best stored snapshot when possible.
 
         Returns (classes, rolled_up). The best snapshot is a stored specialization
-        with the fewest classes (cheapest to roll up). A rolled-up result names its
+        that is cheapest to roll up (fewest classes plus sparse histogram entries). A rolled-up result names its
         snapshot (`rolled_from`) and the class mapping; one grouped from the rows
         carries `row_class` when `keep_rows`. Class order is canonical (ascending
         mixed-radix key), so rows and roll-up give the same order for a node.
@@ -303,7 +310,7 @@ class Grouper:
             if self._history_levels is None:
                 self._history_snaps = list(self._history.values())
                 self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int16)
-                self._history_counts = np.fromiter((sn.count for sn in self._history_snaps), dtype=np.int64,
+                self._history_counts = np.fromiter((_rollup_cost(sn) for sn in self._history_snaps), dtype=np.int64,
                                                    count=len(self._history_snaps))
             below = np.flatnonzero((self._history_levels <= np.array(levels, dtype=np.int16)).all(axis=1))
             if below.size:

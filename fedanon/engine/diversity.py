@@ -87,20 +87,20 @@ class LDiversityCriterion(Criterion):
         enough = hist.distinct() >= self.l - EPS
         if self.variant == "distinct" or not enough.any():
             return enough
-        counts = hist.count.astype(np.float64)
-        sizes = hist.sizes().astype(np.float64)
+        if self.variant == "recursive" and hist.domain < int(self.l):
+            return np.zeros(hist.n_classes, dtype=bool)
+        # only classes with ≥ ℓ distinct values can pass: in fine nodes most entries belong
+        # to the others, so they are left out before logarithms, sums and sorts
+        candidate = enough[hist.cls]
+        cls, count = (hist.cls, hist.count) if candidate.all() else (hist.cls[candidate], hist.count[candidate])
+        counts = count.astype(np.float64)
+        sizes = np.bincount(cls, weights=counts, minlength=hist.n_classes)
         if self.variant == "entropy":
             # H = log s - (1/s) sum c log c
             safe = np.where(sizes == 0, 1.0, sizes)
-            entropy = np.log(safe) - hist.per_class_sum(counts * np.log(counts)) / safe
+            entropy = np.log(safe) - np.bincount(cls, weights=counts * np.log(counts), minlength=hist.n_classes) / safe
             return enough & (entropy >= math.log(self.l) - EPS)
         l_int = int(self.l)
-        if hist.domain < l_int:
-            return np.zeros(hist.n_classes, dtype=bool)
-        # only classes with ≥ ℓ distinct values can pass: in fine nodes most entries belong
-        # to the others, so they are left out before the sort
-        candidate = enough[hist.cls]
-        cls, count = (hist.cls, hist.count) if candidate.all() else (hist.cls[candidate], hist.count[candidate])
         # entries sorted by (class, count) with one plain sort of packed int64 keys: the
         # largest counts of a class are the last entries of its block
         packed = np.left_shift(cls, 32)

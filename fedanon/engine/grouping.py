@@ -35,6 +35,7 @@ class Classes:
 
     def __post_init__(self) -> None:
         self.count = int(self.codes.shape[0])
+        self.rollup_cost = self.count  # set for stored snapshots by Grouper.remember
 
 
 def narrowest_uint(max_value: int) -> type:
@@ -310,7 +311,7 @@ class Grouper:
             if self._history_levels is None:
                 self._history_snaps = list(self._history.values())
                 self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int16)
-                self._history_counts = np.fromiter((_rollup_cost(sn) for sn in self._history_snaps), dtype=np.int64,
+                self._history_counts = np.fromiter((sn.rollup_cost for sn in self._history_snaps), dtype=np.int64,
                                                    count=len(self._history_snaps))
             below = np.flatnonzero((self._history_levels <= np.array(levels, dtype=np.int16)).all(axis=1))
             if below.size:
@@ -335,7 +336,9 @@ class Grouper:
             return
         if classes.levels in self._history:
             return
-        self._history[classes.levels] = Classes(classes.levels, classes.codes, classes.stats)
+        snapshot = Classes(classes.levels, classes.codes, classes.stats)
+        snapshot.rollup_cost = _rollup_cost(snapshot)
+        self._history[classes.levels] = snapshot
         self._history_classes += classes.count
         while len(self._history) > self.history_size or self._history_classes > self.history_budget:
             _, old = self._history.popitem(last=False)

@@ -74,7 +74,7 @@ def _run(columns, rows, hier, cfg, key, subset=None, share=0.25, seed=3):
     keep = real
     qi_idx = [out.column_index(q) for q in cfg.quasi_identifiers]
     sens = {a: out.codes[keep, out.column_index(a)].astype(np.int64) for a in judge_box["j"].sensitive}
-    failing = judge_box["j"].failing_rows(out.codes[keep][:, qi_idx], sens,
+    failing, _ = judge_box["j"].failing_rows(out.codes[keep][:, qi_idx], sens,
                                           None if subset_padded is None else subset_padded[keep])
     decoded = [r for r, k in zip(out.decode_rows(), keep) if k]
     for r, f in zip(decoded, failing):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fedanon
+from fedanon.cli.simulate import result_summary
 from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
 from fedanon.engine.csvio import read_table_csv
 from fedanon.engine.hierarchy import Hierarchy
@@ -82,6 +83,11 @@ def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subse
     assert out.report["pseudotuples_dropped"] > 0
     assert all(run.outcomes[p].output_rows is None for p in everyone if p != "p1")
     assert run.outcomes["helper"].report["information_loss"] == pytest.approx(central.result.information_loss)
+    # what the CLI prints: the helper reports first and knows no suppression; the key holder does
+    reports = {p: run.outcomes[p].report for p in ["helper", *everyone[:-1]]}
+    summary = result_summary(reports)
+    assert (summary["suppressed_rows"], summary["classes"]) == (central.result.suppressed_rows,
+                                                                central.result.classes)
     return run
 
 

@@ -350,11 +350,21 @@ def pre_post_seconds(party_reports: dict[str, dict[str, Any]], recipient: str) -
 
 
 def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Transformation and loss as the helper reported them (the recipient carries the same)."""
+    """The result as the parties reported it, merged over every report that carries a transformation.
+
+    No single party knows everything: the anonymizing party (B's helper, A's master) knows
+    the transformation and loss, but in Protocol C only the key holder learns how many
+    real rows were suppressed and how many classes were kept. A field missing from (or
+    None in) one report is taken from the next one that has it.
+    """
+    merged: dict[str, Any] = {}
     for rep in party_reports.values():
-        if "transformation" in rep:
-            return rep
-    return {}
+        if "transformation" not in rep:
+            continue
+        for key, value in rep.items():
+            if merged.get(key) is None:
+                merged[key] = value
+    return merged
 
 
 # --------------------------------------------------------------------------- command

@@ -332,10 +332,11 @@ class CountJudge:
         return evaluation_to_bytes(self.judge.judge(levels, classes))
 
     def failing_rows(self, qi_codes: np.ndarray, sensitive: dict[str, np.ndarray],
-                     subset: np.ndarray | None) -> np.ndarray:
-        """At the end, on the real rows only: which rows fall into classes that must be suppressed."""
+                     subset: np.ndarray | None) -> tuple[np.ndarray, int]:
+        """At the end, on the real rows only: which rows fall into classes that must be
+        suppressed, and how many classes are kept (the engine's `classes`)."""
         if qi_codes.shape[0] == 0:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0, dtype=bool), 0
         cols = [np.ascontiguousarray(qi_codes[:, i]) for i in range(qi_codes.shape[1])]
         first, inverse = group_keys(cols, [int(c.max()) + 1 for c in cols])
         n = first.shape[0]
@@ -347,5 +348,5 @@ class CountJudge:
         suppressed = failing[inverse]
         if int(suppressed.sum()) > self.judge.suppression_limit:
             raise ProtocolError("the helper's final transformation is not anonymous on the true rows")
-        return suppressed
+        return suppressed, int(n - failing.sum())
 

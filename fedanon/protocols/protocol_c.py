@@ -275,7 +275,7 @@ class _Primary:
         qi_index = [table.column_index(q) for q in qis]
         codes = table.codes[keep].copy()
         sensitive = {a: codes[:, table.column_index(a)].astype(np.int64) for a in judge.sensitive}
-        failing = judge.failing_rows(codes[:, qi_index], sensitive, subset)
+        failing, kept_classes = judge.failing_rows(codes[:, qi_index], sensitive, subset)
         dictionaries = [list(d) for d in table.dictionaries]
         if failing.any():
             for ci in qi_index:
@@ -294,7 +294,8 @@ class _Primary:
                 plain.append([v.decode("utf-8") for v in values])
             except UnicodeDecodeError:
                 raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
-        facts = {**notice.report, "suppressed_rows": int(failing.sum()), "rows_released": int(out.n_rows),
+        facts = {**notice.report, "suppressed_rows": int(failing.sum()), "classes": kept_classes,
+                 "rows_released": int(out.n_rows),
                  "pseudotuples_dropped": int(n - keep.sum())}
         return list(out.columns), decode_columns(out, plain), facts
 

@@ -38,8 +38,34 @@ def test_message_size_paillier_packed_elgamal_per_class(key):
     if key.scheme == "paillier":
         assert len(message) == 7 + pub.key.ciphertext_bytes  # 1-bit slots: one ciphertext for all
     else:
-        assert len(message) == 9 + 300 * 66  # one 66-byte ciphertext per class
+        assert len(message) == 9 + 19 * 66  # 1-bit slots, 16 per 66-byte ciphertext (2^16 lookup table)
     assert key.decrypt_class_counts(message, 300) == [1] * 300
+    # sums up to 300 (9-bit slots): Paillier still packs, ElGamal sends one ciphertext per class
+    big = pub.sums_message(pub.sum_by_class(loaded, [0] * 300, 1), [300])
+    assert key.decrypt_class_counts(big, 1) == [300]
+    if key.scheme == "elgamal":
+        assert len(big) == 9 + 66
+
+
+def test_packed_sums_in_a_new_order_and_rolled_up(key):
+    pub = key.public_key
+    values = [1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1]
+    loaded = pub.load(pub.encrypt_counters(values, workers=1))
+    order = [10, 3, 0, 7, 1, 9, 2, 8, 4, 6, 5]
+    message = pub.sums_message(loaded, [3] * len(values), order)  # the final row counters: 2-bit slots
+    assert key.decrypt_class_counts(message, len(values)) == [values[j] for j in order]
+    fine = pub.sum_by_class(loaded, [0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 3], 5)  # class 4 empty
+    coarse = pub.sum_by_class(fine, [0, 0, 1, 1, 1], 2)  # roll-up of encrypted sums
+    assert key.decrypt_class_counts(pub.sums_message(coarse, [6, 5]), 2) == [4, 3]
+
+
+def test_elgamal_packed_block_overflow_is_refused():
+    key = generate_counter_key("elgamal")  # (Paillier's packing: tests/test_crypto_paillier.py)
+    pub = key.public_key
+    loaded = pub.load([pub.key.encrypt(2), pub.key.encrypt(1)])
+    lying = pub.sums_message(loaded, [1, 1])  # claims sums <= 1: 1-bit slots, the 2 carries out
+    with pytest.raises(DecryptionError, match="above its bound"):
+        key.decrypt_class_counts(lying, 2)
 
 
 def test_keys_round_trip_and_bad_messages(key):

@@ -180,6 +180,17 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
 
 # --- ElGamal -----------------------------------------------------------------------------------
 
+#: ElGamal messages pack several small sums per ciphertext while the packed value stays
+#: below the key holder's baby-step table (2^16): one table lookup per decryption.
+_ELGAMAL_PACK_BITS = 16
+
+
+def _elgamal_slots(bound: int) -> tuple[int, int]:
+    """(slot bits, slots per ciphertext) for sums at most `bound` (public: from the header)."""
+    bits = max(1, int(bound).bit_length())
+    return bits, max(1, _ELGAMAL_PACK_BITS // bits)
+
+
 class ElGamalCounterPublicKey(CounterPublicKey):
     scheme = "elgamal"
 
@@ -196,34 +207,18 @@ class ElGamalCounterPublicKey(CounterPublicKey):
         return elgamal.CiphertextVector(ciphertexts)
 
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
-        vector = loaded.vector if isinstance(loaded, _ElGamalSums) else loaded
-        return _ElGamalSums(vector.sum_by_class(class_ids, n_classes))  # type: ignore[union-attr]
+        return loaded.class_sums(class_ids, n_classes)  # type: ignore[attr-defined]
 
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
-        blobs = sums.blobs if isinstance(sums, _ElGamalSums) else list(sums)  # type: ignore[call-overload]
-        if order is not None:
-            blobs = [blobs[j] for j in order]
+        vector = sums if isinstance(sums, elgamal.CiphertextVector) else elgamal.CiphertextVector(list(sums))  # type: ignore[call-overload]
+        n = len(vector) if order is None else len(order)
         # Send only a power-of-two bound (like Paillier's slot width), not the exact largest
-        # class size including pseudotuples.
+        # class size including pseudotuples. Small sums (e.g. the final 0/1 row counters)
+        # are packed several per ciphertext, Horner-style, as with Paillier.
         bound = (1 << int(max(upper_bounds, default=0)).bit_length()) - 1
-        return bytes([_TAG["elgamal"]]) + struct.pack(">II", bound, len(blobs)) + b"".join(blobs)
-
-
-class _ElGamalSums:
-    """Per-class ElGamal sums: the wire bytes, parsed again only if they are rolled up."""
-
-    def __init__(self, blobs: list[bytes]) -> None:
-        self.blobs = blobs
-        self._vector: elgamal.CiphertextVector | None = None
-
-    def __len__(self) -> int:
-        return len(self.blobs)
-
-    @property
-    def vector(self) -> elgamal.CiphertextVector:
-        if self._vector is None:
-            self._vector = elgamal.CiphertextVector(self.blobs)
-        return self._vector
+        bits, slots = _elgamal_slots(bound)
+        body = vector.packed(bits, slots, order).serialize() if slots > 1 else vector.serialize(order)
+        return bytes([_TAG["elgamal"]]) + struct.pack(">II", bound, n) + body
 
 
 class ElGamalCounterPrivateKey(CounterPrivateKey):
@@ -244,15 +239,28 @@ class ElGamalCounterPrivateKey(CounterPrivateKey):
         if len(message) < 9 or message[0] != _TAG["elgamal"]:
             raise DecryptionError("not an ElGamal class-sum message")
         bound, n = struct.unpack_from(">II", message, 1)
+        bits, slots = _elgamal_slots(bound)
+        blocks = -(-n // slots)
         w = elgamal.CIPHERTEXT_BYTES
         body = message[9:]
-        if n != n_classes or len(body) != n * w:
+        if n != n_classes or len(body) != blocks * w:
             raise DecryptionError(f"class-sum message for {n} classes / {len(body)} bytes; expected {n_classes}")
-        return [self.key.decrypt(body[i: i + w], max_value=bound) for i in range(0, len(body), w)]
+        cts = [body[i: i + w] for i in range(0, len(body), w)]
+        if slots == 1:
+            return self.key.decrypt_many(cts, max_value=bound, workers=workers)
+        plains = self.key.decrypt_many(cts, max_value=(1 << (bits * slots)) - 1, workers=workers)
+        mask, out = (1 << bits) - 1, []
+        for b, m in enumerate(plains):
+            k = min(slots, n - b * slots)
+            part = [(m >> (bits * (k - 1 - i))) & mask for i in range(k)]
+            if m >> (bits * k) or any(v > bound for v in part):
+                raise DecryptionError(f"packed ElGamal block #{b} holds a sum above its bound {bound}")
+            out.extend(part)
+        return out
 
     def decrypt_counters(self, ciphertexts: Sequence[bytes], workers: int | None = None) -> list[int]:
         try:
-            return _check_bits([self.key.decrypt(c, max_value=1) for c in ciphertexts])
+            return _check_bits(self.key.decrypt_many(list(ciphertexts), max_value=1, workers=workers))
         except DecryptionError as exc:
             raise DecryptionError(f"a row counter is not 0 or 1 ({exc})") from None
 

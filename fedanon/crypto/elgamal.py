@@ -19,6 +19,8 @@ import functools
 import os
 from typing import Sequence
 
+import numpy as np
+
 from coincurve._libsecp256k1 import ffi as _ffi, lib as _lib
 from coincurve.context import GLOBAL_CONTEXT as _GLOBAL_CONTEXT
 
@@ -141,54 +143,141 @@ def _encrypt_chunk(pk: ElGamalPublicKey, ms: Sequence[int]) -> list[bytes]:
 
 
 class CiphertextVector:
-    """Ciphertexts parsed once into libsecp256k1's internal form.
+    """Ciphertexts parsed once into libsecp256k1's internal form (64-byte points in two arrays).
 
     Decompressing a point costs ~6 µs; the helper sums the same row counters for every
-    node the search visits, so it parses them once and then only adds.
+    node the search visits, so it parses them once and then only adds. Per-class sums are
+    again a `CiphertextVector` (no serialize/parse round trip when a coarser node's sums
+    are rolled up from a finer node's), and serialized only for the wire. Summing builds
+    each class's array of point pointers with numpy (address arithmetic over the parsed
+    array) and hands it to one `secp256k1_ec_pubkey_combine` call per class, so there is no
+    Python work per row.
     """
 
-    __slots__ = ("_c1", "_c2", "_n", "_identity")
+    __slots__ = ("_c1", "_c2", "_n", "_live")
 
     def __init__(self, ciphertexts: Sequence[bytes]) -> None:
         n = len(ciphertexts)
-        self._n = n
-        self._c1 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
-        self._c2 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
-        self._identity = [False] * n
+        self._alloc(n)
         ctx, parse = _ctx(), _lib.secp256k1_ec_pubkey_parse
         for i, c in enumerate(ciphertexts):
             if c == IDENTITY:
-                self._identity[i] = True
+                self._live[i] = False
                 continue
             if (len(c) != CIPHERTEXT_BYTES or not parse(ctx, self._c1 + i, c[:33], 33)
                     or not parse(ctx, self._c2 + i, c[33:], 33)):
                 raise DecryptionError(f"ElGamal ciphertext #{i} is malformed")
 
+    def _alloc(self, n: int) -> None:
+        self._n = n
+        self._c1 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
+        self._c2 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
+        self._live = np.ones(n, dtype=bool)  # False: the identity (trivial Enc(0))
+
+    @classmethod
+    def _empty(cls, n: int) -> "CiphertextVector":
+        out = cls.__new__(cls)
+        out._alloc(n)
+        return out
+
     def __len__(self) -> int:
         return self._n
 
-    def _sum(self, idx: Sequence[int]) -> bytes:
-        ident = self._identity
-        live = [i for i in idx if not ident[i]]
-        if not live:
-            return IDENTITY
-        c1 = _combine([self._c1 + i for i in live])
-        c2 = _combine([self._c2 + i for i in live])
-        if c1 is None or c2 is None:
-            raise DecryptionError("ElGamal sum hit the point at infinity (probability ~2^-256)")
-        return _ser(c1) + _ser(c2)
+    def _pointers(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Addresses of the parsed C1 and C2 points of `rows` (uint64, for pointer arrays)."""
+        size = _ffi.sizeof("secp256k1_pubkey")
+        base1 = int(_ffi.cast("uintptr_t", self._c1))
+        base2 = int(_ffi.cast("uintptr_t", self._c2))
+        offsets = rows.astype(np.uint64) * np.uint64(size)
+        return offsets + np.uint64(base1), offsets + np.uint64(base2)
+
+    def class_sums(self, class_ids: Sequence[int] | np.ndarray, n_classes: int) -> "CiphertextVector":
+        """Homomorphic per-class sums as a new vector; empty classes hold the identity (Enc(0))."""
+        ids = np.asarray(class_ids, dtype=np.int64)
+        if ids.shape != (self._n,):
+            raise ValueError(f"{self._n} ciphertexts but {ids.size} class ids")
+        if self._n and (ids.min() < 0 or ids.max() >= n_classes):
+            raise ValueError(f"class ids must lie in [0, {n_classes})")
+        live = np.flatnonzero(self._live)
+        live_ids = ids[live]
+        order = live[np.argsort(live_ids, kind="stable")]
+        counts = np.bincount(live_ids, minlength=n_classes)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+        p1, p2 = self._pointers(order)
+        a1 = _ffi.from_buffer("secp256k1_pubkey *[]", p1)
+        a2 = _ffi.from_buffer("secp256k1_pubkey *[]", p2)
+        out = CiphertextVector._empty(n_classes)
+        out._live[:] = counts > 0
+        ctx, combine = _ctx(), _lib.secp256k1_ec_pubkey_combine
+        sizes = counts.tolist()
+        for j in np.flatnonzero(counts).tolist():
+            s, c = starts[j], sizes[j]
+            if not combine(ctx, out._c1 + j, a1 + s, c) or not combine(ctx, out._c2 + j, a2 + s, c):
+                raise DecryptionError("ElGamal sum hit the point at infinity (probability ~2^-256)")
+        return out
+
+    def packed(self, slot_bits: int, slots: int, order: Sequence[int] | None = None) -> "CiphertextVector":
+        """Horner packing: block b holds Enc(Σ_i m_{b·slots+i} · 2^{slot_bits·(slots-1-i)}).
+
+        Homomorphic (public) work: per element `slot_bits` point doublings and one addition.
+        The key holder then needs one decryption per block instead of one per element; the
+        caller must guarantee every element fits `slot_bits` bits.
+        """
+        idx = list(range(self._n)) if order is None else [int(j) for j in order]
+        blocks = -(-len(idx) // slots)
+        out = CiphertextVector._empty(blocks)
+        ctx, combine = _ctx(), _lib.secp256k1_ec_pubkey_combine
+        pair = _ffi.new("secp256k1_pubkey *[2]")
+        tmp = _ffi.new("secp256k1_pubkey[2]")
+        live = self._live
+        for b in range(blocks):
+            for half, (src, dst) in enumerate(((self._c1, out._c1), (self._c2, out._c2))):
+                acc_live = False
+                for j in idx[b * slots:(b + 1) * slots]:
+                    if acc_live:
+                        for _ in range(slot_bits):  # acc = 2·acc
+                            pair[0] = pair[1] = dst + b
+                            if not combine(ctx, tmp, pair, 2):
+                                raise DecryptionError("ElGamal packing hit the point at infinity")
+                            dst[b] = tmp[0]
+                    if live[j]:
+                        if acc_live:
+                            pair[0], pair[1] = dst + b, src + j
+                            if not combine(ctx, tmp, pair, 2):
+                                raise DecryptionError("ElGamal packing hit the point at infinity")
+                            dst[b] = tmp[0]
+                        else:
+                            dst[b] = src[j]
+                        acc_live = True
+                out._live[b] = acc_live
+        return out
+
+    def serialize(self, order: Sequence[int] | None = None) -> bytes:
+        """Wire form (66 bytes each, the identity as zeros), in `order` if given."""
+        idx = range(self._n) if order is None else order
+        buf = _ffi.new("unsigned char[]", max(1, CIPHERTEXT_BYTES * len(idx)))
+        ol = _ffi.new("size_t *")
+        ctx, ser, live = _ctx(), _lib.secp256k1_ec_pubkey_serialize, self._live
+        for k, j in enumerate(idx):
+            if live[j]:
+                at = buf + CIPHERTEXT_BYTES * k
+                ol[0] = POINT_BYTES
+                ser(ctx, at, ol, self._c1 + j, _COMPRESSED)
+                ol[0] = POINT_BYTES
+                ser(ctx, at + POINT_BYTES, ol, self._c2 + j, _COMPRESSED)
+        return bytes(_ffi.buffer(buf, CIPHERTEXT_BYTES * len(idx)))
+
+    def blobs(self, order: Sequence[int] | None = None) -> list[bytes]:
+        data = self.serialize(order)
+        w = CIPHERTEXT_BYTES
+        return [data[i: i + w] for i in range(0, len(data), w)]
 
     def sum(self) -> bytes:
-        return self._sum(range(self._n))
+        return self.class_sums(np.zeros(self._n, dtype=np.int64), 1).serialize()
 
     def sum_by_class(self, class_ids: Sequence[int], n_classes: int) -> list[bytes]:
-        """Homomorphic per-class sums; empty classes give the identity (Enc(0))."""
-        if len(class_ids) != self._n:
-            raise ValueError(f"{self._n} ciphertexts but {len(class_ids)} class ids")
-        members: list[list[int]] = [[] for _ in range(n_classes)]
-        for i, j in enumerate(class_ids):
-            members[j].append(i)
-        return [self._sum(m) for m in members]
+        """Homomorphic per-class sums as wire bytes; empty classes give the identity (Enc(0))."""
+        return self.class_sums(class_ids, n_classes).blobs()
 
 
 def add(c1: bytes, c2: bytes) -> bytes:
@@ -294,8 +383,16 @@ class ElGamalPrivateKey:
             table = _dlog_tables[baby_steps] = _DiscreteLogTable(baby_steps)
         return table.solve(m_point, max_value)
 
-    def decrypt_many(self, cs: Sequence[bytes], max_value: int = DEFAULT_BABY_STEPS - 1) -> list[int]:
-        return [self.decrypt(c, max_value) for c in cs]
+    def decrypt_many(self, cs: Sequence[bytes], max_value: int = DEFAULT_BABY_STEPS - 1,
+                     workers: int | None = 1) -> list[int]:
+        """Decrypt a batch; `workers=None` spreads it over all cores (one scalar multiplication
+        each, the key holder's main cost in Protocol C)."""
+        return parallel.map_batches(functools.partial(_decrypt_chunk, self, max_value), cs, workers=workers,
+                                    min_parallel=256)
+
+
+def _decrypt_chunk(sk: ElGamalPrivateKey, max_value: int, cs: Sequence[bytes]) -> list[int]:
+    return [sk.decrypt(c, max_value) for c in cs]
 
 
 def generate_elgamal_keypair() -> ElGamalPrivateKey:

@@ -1,6 +1,6 @@
 """Column keys the primaries share and the helper relays without being able to read them.
 
-Used by the helper-based protocols: every primary announces an X25519 key (bound to its
+Used by the helper-based protocols (B and C, the same code and wire contexts): every primary announces an X25519 key (bound to its
 TLS certificate by a signature when the transport has one), the leader draws the column
 keys and seals a bundle for each other primary, and the helper only forwards sealed
 bytes. `verified_publics` fails closed: with a CA at hand, a key without a valid binding
@@ -12,10 +12,26 @@ from __future__ import annotations
 from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
 from fedanon.errors import ProtocolError
 from fedanon.protocols import codec
+from fedanon.protocols.api import RoleContext
 from fedanon.protocols.roles import Hello, Roster
 from fedanon.protocols.transport import Transport
 
 TLS = tuple[bytes, bytes, bytes]  # (certificate PEM, key PEM, CA PEM)
+
+
+def tls_identity(ctx: RoleContext, protocol: str) -> TLS | None:
+    """This party's TLS identity, to bind its key-agreement key; fail closed without one.
+
+    A transport that can carry a man in the middle (`requires_key_binding`, e.g. gRPC)
+    must give us our identity: without it we could neither sign our key nor check the
+    others', and the relaying helper could read every column key. The in-memory
+    transport (one process) is exempt.
+    """
+    tls: TLS | None = getattr(ctx.transport, "tls_identity", None)
+    if tls is None and getattr(ctx.transport, "requires_key_binding", True):
+        raise ProtocolError(f"party {ctx.me!r} cannot bind its key-agreement key: the transport "
+                            f"provides no TLS identity; refusing to run Protocol {protocol} unauthenticated")
+    return tls
 
 
 def binding_context(protocol: str, run_id: str) -> bytes:
@@ -69,5 +85,6 @@ def send_bundles(identity: KeyAgreementIdentity, transport: Transport, helper: s
 
 def receive_bundle(identity: KeyAgreementIdentity, transport: Transport, helper: str, leader: str,
                    publics: dict[str, bytes], topic: str, context: bytes) -> dict[str, bytes]:
+    """Another primary: open the leader's bundle the helper relayed."""
     sealed = transport.receive(helper, topic)
-    return codec.unpack_message(identity.open(leader, publics[leader], sealed, context), "key bundle")
+    return codec.unpack_message(identity.open(leader, publics[leader], sealed, context), "column-key bundle")

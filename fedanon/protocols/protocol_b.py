@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.crypto.deterministic import generate_key
-from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
+from fedanon.crypto.keyagreement import KeyAgreementIdentity
 from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -48,11 +48,20 @@ from fedanon.protocols.cellcrypt import (
     verify_suppression,
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.keyshare import (
+    bind_hello,
+    keys_context,
+    receive_bundle,
+    roster_bindings,
+    send_bundles,
+    tls_identity,
+    verified_publics,
+)
 from fedanon.protocols.roles import (
     DataHolder,
+    HelperRole,
     Hello,
     LocalFailure,
-    PhaseTimer,
     Roster,
     Verdict,
     guarded,
@@ -79,12 +88,7 @@ class ResultNotice(Verdict):
     owners_decrypting: list[str] = field(default_factory=list)
 
 
-def _keys_context(run_id: str) -> bytes:
-    return b"fedanon/B/v1/column-keys/" + run_id.encode("utf-8")
-
-
-def _binding_context(run_id: str) -> bytes:
-    return b"fedanon/B/v1/x25519-binding/" + run_id.encode("utf-8")
+PROTOCOL = "B"
 
 
 def _plain_context(run_id: str) -> bytes:
@@ -124,25 +128,15 @@ class _Primary(DataHolder):
         self.recipient = self.settings.result_recipient
         self.identity = KeyAgreementIdentity.generate(self.me)
         self.run_id = self.settings.run_id
-        # (cert PEM, key PEM, CA PEM) of this party's TLS identity, if the transport offers it
-        self.tls: tuple[bytes, bytes, bytes] | None = getattr(ctx.transport, "tls_identity", None)
-        if self.tls is None and getattr(ctx.transport, "requires_key_binding", True):
-            # fail closed: without our TLS identity we can neither sign our key nor check the
-            # others', and a helper in the middle could then read every column key it relays
-            raise ProtocolError(f"party {self.me!r} cannot bind its key-agreement key: the transport "
-                                "provides no TLS identity; refusing to run Protocol B unauthenticated")
+        # (cert PEM, key PEM, CA PEM) of this party's TLS identity; fails closed without one
+        self.tls = tls_identity(ctx, PROTOCOL)
 
     # -- encrypt -------------------------------------------------------------------
     def _hello(self) -> Roster:
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
-        hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems],
-                      public_key=self.identity.public_bytes().hex())
-        if self.tls is not None:  # bind the X25519 key to our TLS certificate (helper cannot swap it)
-            cert_pem, key_pem, _ca_pem = self.tls
-            hello.public_key_signature = sign_public_key(
-                key_pem, self.identity.public_bytes(), _binding_context(self.run_id)).hex()
-            hello.certificate = cert_pem.decode("ascii")
+        hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        bind_hello(hello, self.identity, self.tls, PROTOCOL, self.run_id)  # the helper cannot swap our key
         send_control(self.transport, self.helper, "b/hello", hello)
         if not problems:  # key-independent work overlaps the wait for the roster and keys
             self._prepared = self._prepare_share()
@@ -159,22 +153,7 @@ class _Primary(DataHolder):
         return roster
 
     def _verified_publics(self, roster: Roster) -> dict[str, bytes]:
-        """The primaries' X25519 keys; checked against their certificates when we have a CA."""
-        publics = {p: bytes.fromhex(k) for p, k in roster.public_keys.items()}
-        if self.tls is None:
-            return publics
-        ca_pem = self.tls[2]
-        bindings = roster.bindings
-        for party, public in publics.items():
-            if party == self.me:
-                continue
-            binding = bindings.get(party)
-            if not binding:
-                raise ProtocolError(f"party {party!r} did not bind its key-agreement key to its TLS certificate; "
-                                    "refusing to share column keys with it")
-            verify_public_key(binding["certificate"].encode("ascii"), ca_pem, party, public,
-                              bytes.fromhex(binding["signature"]), _binding_context(self.run_id))
-        return publics
+        return verified_publics(self.me, roster, self.tls, PROTOCOL, self.run_id)
 
     def _agree_keys(self, roster: Roster) -> ColumnCiphers:
         publics = self._verified_publics(roster)
@@ -183,7 +162,7 @@ class _Primary(DataHolder):
         tid = roster.tid_column
         per_party = _per_party_keys(self.ctx)
         vertical = self.settings.distribution == "vertical"
-        context = _keys_context(self.run_id)
+        context = keys_context(PROTOCOL, self.run_id)
         mine: dict[str, bytes]
         if self.me == self.leader:
             shared: dict[str, bytes] = {}
@@ -192,6 +171,7 @@ class _Primary(DataHolder):
             if not per_party:
                 for c in columns:
                     shared[c] = generate_key()
+            bundles: dict[str, dict[str, bytes]] = {}
             for party in self.settings.primaries:
                 if party == self.me:
                     continue
@@ -199,16 +179,13 @@ class _Primary(DataHolder):
                     wanted = {tid} | {c for c, o in owners.items() if o == party}
                     if party == self.recipient:
                         wanted |= set(columns)
-                    bundle = {c: k for c, k in shared.items() if c in wanted}
+                    bundles[party] = {c: k for c, k in shared.items() if c in wanted}
                 else:
-                    bundle = shared
-                sealed = self.identity.seal(party, publics[party], codec.pack_message(bundle), context)
-                self.transport.send(self.helper, f"b/keys-for/{party}", sealed)
+                    bundles[party] = shared
+            send_bundles(self.identity, self.transport, self.helper, publics, bundles, "b/keys-for", context)
             mine = dict(shared)
         else:
-            sealed = self.transport.receive(self.helper, "b/keys")
-            mine = codec.unpack_message(self.identity.open(self.leader, publics[self.leader], sealed, context),
-                                        "column-key bundle")
+            mine = receive_bundle(self.identity, self.transport, self.helper, self.leader, publics, "b/keys", context)
         if per_party:
             for c, owner in owners.items():
                 if owner == self.me:
@@ -391,15 +368,9 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
     return _Helper(ctx).run()
 
 
-class _Helper:
+class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
-        self.ctx = ctx
-        self.settings = ctx.settings
-        self.transport = ctx.transport
-        self.primaries = self.settings.primaries
-        self.timer = PhaseTimer(ctx.transport)
-        if len(self.primaries) < 1:
-            raise ProtocolError("Protocol B needs at least one primary party")
+        super().__init__(ctx, PROTOCOL)
         if self.settings.result_recipient not in self.primaries:
             raise ProtocolError(
                 f"result recipient {self.settings.result_recipient!r} is not a primary party ({self.primaries})"
@@ -429,8 +400,9 @@ class _Helper:
             option_error = None
         outcome = RoleOutcome()
         with timer.phase("encrypt"):
-            hellos = {p: receive_control(transport, p, "b/hello", Hello, f"hello of {p!r}")[0].summary()
-                      for p in self.primaries}
+            received = {p: receive_control(transport, p, "b/hello", Hello, f"hello of {p!r}")[0]
+                        for p in self.primaries}
+            hellos = {p: h.summary() for p, h in received.items()}
             try:
                 config.validate()
                 verdict = check_schemas(settings.distribution, config, hellos)
@@ -441,9 +413,8 @@ class _Helper:
             if verdict.errors:
                 self._stop("run stopped before any data was sent: " + "; ".join(verdict.errors), "b/roster")
             tid = hellos[self.primaries[0]]["tid_column"] if vertical else None
-            bindings = {p: {"signature": hellos[p]["public_key_signature"], "certificate": hellos[p]["certificate"]}
-                        for p in self.primaries if hellos[p].get("public_key_signature")}
-            roster = Roster(public_keys={p: hellos[p]["public_key"] for p in self.primaries}, bindings=bindings,
+            roster = Roster(public_keys={p: h.public_key for p, h in received.items()},
+                            bindings=roster_bindings(received),
                             columns=verdict.columns, owners=verdict.owners, tid_column=tid)
             for p in self.primaries:
                 send_control(transport, p, "b/roster", roster)

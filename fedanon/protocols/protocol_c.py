@@ -74,13 +74,15 @@ from fedanon.protocols.keyshare import (
     receive_bundle,
     roster_bindings,
     send_bundles,
+    tls_identity,
     verified_publics,
 )
 from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.roles import (
+    DataHolder,
     Hello,
+    HelperRole,
     LocalFailure,
-    PhaseTimer,
     Roster,
     Verdict,
     guarded,
@@ -134,24 +136,17 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
     return _Primary(ctx).run()
 
 
-class _Primary:
+class _Primary(DataHolder):
     def __init__(self, ctx: RoleContext) -> None:
-        if ctx.local is None:
-            raise ProtocolError(f"primary {ctx.me!r} has no local data")
+        super().__init__(ctx)
         if not ctx.settings.helpers:
             raise ProtocolError("Protocol C needs a helper party, but the run names none")
-        self.ctx = ctx
-        self.me = ctx.me
-        self.settings = ctx.settings
-        self.local = ctx.local
-        self.transport = ctx.transport
-        self.timer = PhaseTimer(ctx.transport)
         self.helper = self.settings.helpers[0]
         self.leader = self.settings.primaries[0]
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
         self.identity = KeyAgreementIdentity.generate(self.me)
-        self.tls: tuple[bytes, bytes, bytes] | None = getattr(ctx.transport, "tls_identity", None)
+        self.tls = tls_identity(ctx, PROTOCOL)  # fails closed where the transport should carry one
         self.counter_key: CounterPrivateKey | None = None
 
     # -- encrypt -----------------------------------------------------------------------
@@ -247,7 +242,7 @@ class _Primary:
     def _judge(self) -> CountJudge:
         assert self.counter_key is not None
         judge = CountJudge(self.counter_key, self.settings.config,
-                           self.transport.receive(self.helper, "c/setup", timeout=COMPUTE_WAIT))
+                           self.transport.receive(self.helper, "c/setup", timeout=COMPUTE_WAIT), workers=None)
         self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
         while True:
             request = self.transport.receive(self.helper, "c/check", timeout=COMPUTE_WAIT)
@@ -335,17 +330,11 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
     return _Helper(ctx).run()
 
 
-class _Helper:
+class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
-        self.ctx = ctx
-        self.settings = ctx.settings
-        self.transport = ctx.transport
-        self.primaries = self.settings.primaries
-        self.timer = PhaseTimer(ctx.transport)
+        super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
-        if not self.primaries:
-            raise ProtocolError("Protocol C needs at least one primary party")
 
     def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
         """Collect hellos; answer with the roster or stop everyone before data moves."""
@@ -473,13 +462,10 @@ class _Helper:
             perm = random_permutation(n)
             parts = {"table": codec.encode_table(EncodedTable(list(output.columns), output.codes[perm],
                                                               output.dictionaries))}
-            every_row = list(range(n))
-            bounds = [_ROW_COUNTER_BOUND] * n
-            parts["counters/real"] = counter_key.sums_message(
-                counter_key.sum_by_class(counters.real, every_row, n), bounds, perm.tolist())
+            bounds = [_ROW_COUNTER_BOUND] * n  # the row counters themselves, packed, in the new order
+            parts["counters/real"] = counter_key.sums_message(counters.real, bounds, perm.tolist())
             if counters.subset is not None:
-                parts["counters/subset"] = counter_key.sums_message(
-                    counter_key.sum_by_class(counters.subset, every_row, n), bounds, perm.tolist())
+                parts["counters/subset"] = counter_key.sums_message(counters.subset, bounds, perm.tolist())
             report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
                       "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
                       "rollups": checker.rollups, "lattice_size": structure.lattice.size,

@@ -1,6 +1,7 @@
 """The shared base of every protocol role (A, B, C): what is not specific to one protocol.
 
 * `PhaseTimer`: wall time per phase, with the transport attributing bytes to the phase.
+* `DataHolder` / `HelperRole`: the state every data-holding / helper role starts from.
 * Typed control messages (`Hello`, `Roster`, `Verdict`) as dataclasses framed with
   `send_control` / `receive_control`: a JSON "control" part plus binary parts. Unknown
   JSON keys are ignored and missing ones take the field default, so a message can grow.
@@ -68,6 +69,20 @@ class DataHolder:
         self.local = ctx.local
         self.transport = ctx.transport
         self.timer = PhaseTimer(ctx.transport)
+
+
+class HelperRole:
+    """Common state of a helper role (B, C): holds no data, coordinates the primaries."""
+
+    def __init__(self, ctx: RoleContext, protocol: str) -> None:
+        self.ctx = ctx
+        self.me = ctx.me
+        self.settings = ctx.settings
+        self.transport = ctx.transport
+        self.primaries = ctx.settings.primaries
+        self.timer = PhaseTimer(ctx.transport)
+        if not self.primaries:
+            raise ProtocolError(f"Protocol {protocol} needs at least one primary party")
 
 
 def role_report(ctx: RoleContext, protocol: str, role: str, timer: PhaseTimer, phases: tuple[str, ...] | list[str],

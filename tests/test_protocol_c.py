@@ -17,6 +17,7 @@ import pytest
 
 import fedanon
 from fedanon.cli.simulate import result_summary
+from fedanon.crypto import paillier_rows
 from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
 from fedanon.engine.csvio import read_table_csv
 from fedanon.engine.hierarchy import Hierarchy
@@ -146,7 +147,9 @@ def test_adult_sample_equals_centralized(adult_sample, distribution, model, supp
     ("horizontal", "k", 0.0), ("vertical", "recursive-l", 0.25), ("horizontal", "t-hierarchical", 0.25),
     ("vertical", "delta", 0.0),
 ])
-def test_paillier_counters_equal_centralized(example, distribution, model, suppression):
+def test_paillier_counters_equal_centralized(example, distribution, model, suppression, monkeypatch):
+    # the helper's per-class sums go to pool workers over shared memory, as for ADULT-sized runs
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 4)
     columns, rows, hierarchies = example
     config = MODELS[model](EX_QIS, "diagnosis", suppression, "loss")
     subset = _subset(len(rows)) if model == "delta" else None

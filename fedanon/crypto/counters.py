@@ -28,6 +28,7 @@ from typing import ClassVar, Sequence
 
 from fedanon.crypto import elgamal, paillier
 from fedanon.crypto.errors import DecryptionError, KeyFormatError
+from fedanon.crypto.paillier_rows import SharedPaillierRows
 
 COUNTER_SCHEMES = ("paillier", "elgamal")
 DEFAULT_COUNTER_SCHEME = "paillier"
@@ -54,8 +55,15 @@ class CounterPublicKey(ABC):
         """Enc(1) for real rows, Enc(0) for pseudotuples, in row order, as bytes."""
 
     @abstractmethod
-    def load(self, ciphertexts: Sequence[bytes]) -> object:
-        """Parse the row counters once; pass the result to every `class_sums` call."""
+    def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
+        """Parse the row counters once; pass the result to every `class_sums` call.
+
+        `workers` other than 1 lets a scheme spread the per-class sums over that many
+        cores (None: all); call `unload` when done with the result.
+        """
+
+    def unload(self, loaded: object) -> None:
+        """Free what `load` holds beyond memory (Paillier over cores: a shared-memory block)."""
 
     @abstractmethod
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
@@ -123,10 +131,19 @@ class PaillierCounterPublicKey(CounterPublicKey):
         w = self.key.ciphertext_bytes
         return [int(c).to_bytes(w, "big") for c in self.key.encrypt_zero_one(real, workers=workers)]
 
-    def load(self, ciphertexts: Sequence[bytes]) -> object:
-        return self.key.ciphertexts_from_bytes(b"".join(ciphertexts))
+    def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
+        rows = self.key.ciphertexts_from_bytes(b"".join(ciphertexts))
+        if workers == 1:
+            return rows
+        return SharedPaillierRows(self.key, rows, workers)
+
+    def unload(self, loaded: object) -> None:
+        if isinstance(loaded, SharedPaillierRows):
+            loaded.close()
 
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
+        if isinstance(loaded, SharedPaillierRows):
+            return loaded.sum_by_class(class_ids, n_classes)
         return self.key.sum_by_class(loaded, class_ids, n_classes)  # type: ignore[arg-type]
 
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
@@ -136,7 +153,7 @@ class PaillierCounterPublicKey(CounterPublicKey):
             values = [values[j] for j in order]
             bounds = [bounds[j] for j in order]
         packer = paillier.CountPacker(self.key, max(1, max(bounds, default=1)))
-        packed = packer.pack(values, upper_bounds=bounds)
+        packed = packer.pack(values, upper_bounds=bounds, workers=None)
         return bytes([_TAG["paillier"]]) + struct.pack(">HI", packer.slot_bits, len(values)) + \
             self.key.ciphertexts_to_bytes(packed)
 
@@ -203,8 +220,8 @@ class ElGamalCounterPublicKey(CounterPublicKey):
     def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         return self.key.encrypt_zero_one(real, workers=workers)
 
-    def load(self, ciphertexts: Sequence[bytes]) -> object:
-        return elgamal.CiphertextVector(ciphertexts)
+    def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
+        return elgamal.CiphertextVector(ciphertexts)  # sums need no worker: one combine call per class
 
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
         return loaded.class_sums(class_ids, n_classes)  # type: ignore[attr-defined]

@@ -322,6 +322,16 @@ def generate_paillier_keypair(bits: int = DEFAULT_BITS, djn: bool = True) -> Pai
     return PaillierPrivateKey(PaillierPublicKey(n, hs), p, q)
 
 
+def _horner_blocks(nsquare: mpz, shift: mpz, blocks: Sequence[Sequence[int]]) -> list[mpz]:
+    out: list[mpz] = []
+    for block in blocks:
+        acc = mpz(block[0])
+        for c in block[1:]:
+            acc = gmpy2.powmod(acc, shift, nsquare) * c % nsquare
+        out.append(acc)
+    return out
+
+
 class CountPacker:
     """Pack many encrypted class counts into few ciphertexts (Horner over w-bit slots).
 
@@ -357,7 +367,8 @@ class CountPacker:
                     f"(max {self._mask}); build the packer with max_count >= {b}"
                 )
 
-    def pack(self, sums: Sequence[int], upper_bounds: Sequence[int] | None = None) -> list[mpz]:
+    def pack(self, sums: Sequence[int], upper_bounds: Sequence[int] | None = None,
+             workers: int | None = 1) -> list[mpz]:
         """Helper side: ceil(len(sums)/slots) packed ciphertexts.
 
         `upper_bounds[i]` (e.g. the number of rows summed into class i — each counter is 0
@@ -365,14 +376,10 @@ class CountPacker:
         corrupting the neighbouring class.
         """
         self._check(upper_bounds, len(sums))
-        n2, e = self.public_key.nsquare, self._shift
-        out: list[mpz] = []
-        for start in range(0, len(sums), self.slots):
-            acc = mpz(sums[start])
-            for c in sums[start + 1: start + self.slots]:
-                acc = gmpy2.powmod(acc, e, n2) * c % n2
-            out.append(acc)
-        return out
+        blocks = [list(sums[start: start + self.slots]) for start in range(0, len(sums), self.slots)]
+        # each block is independent: several blocks (big nodes, the final row counters) go to all cores
+        return parallel.map_batches(functools.partial(_horner_blocks, self.public_key.nsquare, self._shift),
+                                    blocks, workers=workers, min_parallel=4)
 
     def unpack(self, private_key: PaillierPrivateKey, packed: Sequence[int], count: int,
                workers: int | None = 1) -> list[int]:

@@ -416,7 +416,10 @@ class _Helper(HelperRole):
                 holder = verdict.subset_holder
                 rows = counters(holder, "counters/subset")
                 subset = [rows[i] for i in alignment[holder].tolist()]
-        loaded = RowCounters(counter_key.load(real), None if subset is None else counter_key.load(subset))
+        # the per-class sums may use every core (Paillier: pool workers read the counters
+        # from shared memory); `run` unloads them when the run ends
+        loaded = RowCounters(counter_key.load(real, workers=None),
+                             None if subset is None else counter_key.load(subset, workers=None))
         return table, merged.hierarchies, loaded, real
 
     def _ask(self, request: bytes) -> bytes:
@@ -441,40 +444,45 @@ class _Helper(HelperRole):
             table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)
             for p in self.primaries:
                 send_control(transport, p, "c/integrated", Verdict(ok=True))
-        with timer.phase("anonymize"):
-            try:
-                structure = prepare_structure(table, hierarchies, config, require_subset=False)
-            except FedanonError as exc:
-                raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
-            checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
-            transport.send(self.key_holder, "c/setup", checker.setup_request())
-            facts = json.loads(transport.receive(self.key_holder, "c/facts"))
-            checker.adopt(JudgeFacts(**facts))
-            try:
-                found = search(structure, checker)
-            except NoSolutionError as exc:
-                raise stop_run(self.ctx, str(exc), "no-solution") from None
-            transport.send(self.key_holder, "c/check", DONE)
-        with timer.phase("decrypt"):
-            levels = structure.lattice.node_levels(found.node)
-            output = generalize(structure, levels)
-            n = output.n_rows
-            perm = random_permutation(n)
-            parts = {"table": codec.encode_table(EncodedTable(list(output.columns), output.codes[perm],
-                                                              output.dictionaries))}
-            bounds = [_ROW_COUNTER_BOUND] * n  # the row counters themselves, packed, in the new order
-            parts["counters/real"] = counter_key.sums_message(counters.real, bounds, perm.tolist())
+        try:
+            with timer.phase("anonymize"):
+                try:
+                    structure = prepare_structure(table, hierarchies, config, require_subset=False)
+                except FedanonError as exc:
+                    raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
+                checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
+                transport.send(self.key_holder, "c/setup", checker.setup_request())
+                facts = json.loads(transport.receive(self.key_holder, "c/facts"))
+                checker.adopt(JudgeFacts(**facts))
+                try:
+                    found = search(structure, checker)
+                except NoSolutionError as exc:
+                    raise stop_run(self.ctx, str(exc), "no-solution") from None
+                transport.send(self.key_holder, "c/check", DONE)
+            with timer.phase("decrypt"):
+                levels = structure.lattice.node_levels(found.node)
+                output = generalize(structure, levels)
+                n = output.n_rows
+                perm = random_permutation(n)
+                parts = {"table": codec.encode_table(EncodedTable(list(output.columns), output.codes[perm],
+                                                                  output.dictionaries))}
+                bounds = [_ROW_COUNTER_BOUND] * n  # the row counters themselves, packed, in the new order
+                parts["counters/real"] = counter_key.sums_message(counters.real, bounds, perm.tolist())
+                if counters.subset is not None:
+                    parts["counters/subset"] = counter_key.sums_message(counters.subset, bounds, perm.tolist())
+                report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
+                          "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
+                          "rollups": checker.rollups, "lattice_size": structure.lattice.size,
+                          "algorithm": found.algorithm, "rows_with_pseudotuples": n,
+                          "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
+                send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
+                for p in self.primaries:
+                    if p != self.key_holder:
+                        send_control(transport, p, "c/done", Verdict(ok=True, report=report))
+        finally:  # e.g. the shared-memory block of the Paillier counters
+            counter_key.unload(counters.real)
             if counters.subset is not None:
-                parts["counters/subset"] = counter_key.sums_message(counters.subset, bounds, perm.tolist())
-            report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
-                      "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
-                      "rollups": checker.rollups, "lattice_size": structure.lattice.size,
-                      "algorithm": found.algorithm, "rows_with_pseudotuples": n,
-                      "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
-            send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
-            for p in self.primaries:
-                if p != self.key_holder:
-                    send_control(transport, p, "c/done", Verdict(ok=True, report=report))
+                counter_key.unload(counters.subset)
         outcome.report.update(report)
         outcome.report.update(role_report(self.ctx, PROTOCOL, "helper", timer, PHASES))
         return outcome

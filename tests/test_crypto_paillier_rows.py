@@ -1,0 +1,62 @@
+"""Paillier per-class sums over pool workers (shared-memory rows) equal the in-process sums."""
+
+import random
+
+import numpy as np
+import pytest
+
+from fedanon.crypto import paillier_rows
+from fedanon.crypto.counters import generate_counter_key
+from fedanon.crypto.paillier_rows import SharedPaillierRows
+
+
+@pytest.fixture(scope="module")
+def key():
+    return generate_counter_key("paillier")
+
+
+def test_sums_over_workers_equal_in_process_sums(key, monkeypatch):
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    pk = key.public_key.key
+    rng = random.Random(3)
+    bits = [rng.random() < 0.7 for _ in range(40)]
+    base = pk.encrypt_zero_one(bits, workers=1)
+    rows = [base[i % 40] for i in range(600)]  # valid ciphertexts; repeats are fine for sums
+    truth = [int(bits[i % 40]) for i in range(600)]
+    shared = SharedPaillierRows(pk, rows, workers=2)
+    try:
+        assert shared._block is not None  # the rows really went to shared memory
+        for n_classes in (1, 5, 97, 600):
+            ids = [rng.randrange(n_classes) for _ in rows]
+            got = shared.sum_by_class(ids, n_classes)
+            assert got == pk.sum_by_class(rows, ids, n_classes)  # identical ciphertexts, in class order
+            expected = np.bincount(ids, weights=truth, minlength=n_classes).astype(int).tolist()
+            message = key.public_key.sums_message(got, [600] * n_classes)
+            assert key.decrypt_class_counts(message, n_classes) == expected
+        with pytest.raises(ValueError):
+            shared.sum_by_class([0] * 599, 1)
+        with pytest.raises(ValueError):
+            shared.sum_by_class([3] * 600, 2)
+    finally:
+        name = shared._block.name if shared._block is not None else None
+        shared.close()
+    if name is not None:  # closed means unlinked: the block is gone
+        from multiprocessing import shared_memory
+
+        with pytest.raises(FileNotFoundError):
+            shared_memory.SharedMemory(name=name)
+
+
+def test_counter_key_loads_for_all_cores_and_unloads(key, monkeypatch):
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    pub = key.public_key
+    real = [i % 3 != 0 for i in range(60)]
+    loaded = pub.load(pub.encrypt_counters(real, workers=1), workers=2)
+    try:
+        ids = [i % 7 for i in range(60)]
+        message = pub.sums_message(pub.sum_by_class(loaded, ids, 7), [9] * 7)
+        assert key.decrypt_class_counts(message, 7) == [sum(r for r, j in zip(real, ids) if j == c) for c in range(7)]
+        final = pub.sums_message(loaded, [3] * 60, list(range(59, -1, -1)))  # packed row counters, reversed
+        assert key.decrypt_class_counts(final, 60) == [int(r) for r in reversed(real)]
+    finally:
+        pub.unload(loaded)

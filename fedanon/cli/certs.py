@@ -1,4 +1,4 @@
-"""`fedanon certs init|issue`: a run CA and one certificate per party or coordinator."""
+"""`fedanon certs init|issue|revoke`: a run CA, one certificate per party or coordinator, a revocation list."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     issue.add_argument("--host", action="append", default=[], help="listen host name or IP to add as SAN (repeatable)")
     issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     issue.set_defaults(handler=_issue)
+
+    revoke = sub.add_parser("revoke", help="add a certificate's SHA-256 fingerprint to a revocation list "
+                                           "(hand the list to every party and coordinator: [tls] revoked)")
+    revoke.add_argument("cert", type=Path, help="the certificate to revoke (NAME.crt)")
+    revoke.add_argument("--list", required=True, type=Path, dest="list_path",
+                        help="the revocation list to append to (created if missing)")
+    revoke.set_defaults(handler=_revoke)
 
 
 def _check_dir_and_days(folder: Path, days: int) -> None:
@@ -48,4 +55,19 @@ def _issue(args: argparse.Namespace) -> int:
     _check_dir_and_days(args.dir, args.days)
     cert, key = issue(args.dir, args.name, hosts=args.host, days=args.days)
     print(f"issued {cert} and {key} for {args.name!r}")
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    from fedanon.errors import InputError
+    from fedanon.parties.revocation import revoke
+
+    if args.list_path.exists() and not args.list_path.is_file():
+        raise InputError(f"--list {args.list_path}: exists and is not a file")
+    fp, name, added = revoke(args.cert, args.list_path)
+    if added:
+        print(f"revoked {name!r} (SHA-256 {fp}) in {args.list_path}; every party and coordinator that lists it "
+              "under [tls] revoked refuses the certificate after a restart")
+    else:
+        print(f"{name!r} (SHA-256 {fp}) is already on {args.list_path}")
     return 0

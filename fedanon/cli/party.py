@@ -55,6 +55,9 @@ def _check(args: argparse.Namespace) -> int:
           f"coordinators {', '.join(cfg.coordinators) or '-'})")
     check_identity(cfg)
     print(f"tls: ok (certificate for {cfg.name!r}, key matches it, signed by the CA certificate {cfg.tls.ca})")
+    if cfg.tls.revoked is not None:
+        print(f"revoked: ok ({len(cfg.tls.revoked_fingerprints())} certificates on {cfg.tls.revoked}, "
+              "this party's own not among them)")
     try:
         check_listen_address(cfg)
         print(f"listen: ok ({cfg.listen} is free)")

@@ -27,6 +27,13 @@ class TlsFiles:
     cert: Path
     key: Path
     ca: Path
+    revoked: Path | None = None  # deny-list of certificate fingerprints (`parties/revocation.py`)
+
+    def revoked_fingerprints(self) -> frozenset[str]:
+        """The fingerprints of the revocation list (empty without one); InputError naming file and line."""
+        from fedanon.parties.revocation import load_revoked
+
+        return load_revoked(self.revoked)
 
     def read(self) -> tuple[bytes, bytes, bytes]:
         """(cert, key, ca) PEM bytes; a missing file is an InputError naming it."""
@@ -199,8 +206,16 @@ def check_address(path: Path, key: str, address: str) -> str:
 
 def _tls(section: _Section) -> TlsFiles:
     return TlsFiles(
-        cert=section.path_value("cert"), key=section.path_value("key"), ca=section.path_value("ca")
+        cert=section.path_value("cert"), key=section.path_value("key"), ca=section.path_value("ca"),
+        revoked=section.path_value("revoked", None),
     )
+
+
+def _tls_dict(tls: TlsFiles) -> dict[str, str]:
+    out = {"cert": str(tls.cert), "key": str(tls.key), "ca": str(tls.ca)}
+    if tls.revoked is not None:
+        out["revoked"] = str(tls.revoked)
+    return out
 
 
 def _limits(section: _Section | None) -> Limits:
@@ -298,7 +313,7 @@ def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
     """The TOML-able form of a party config (absolute paths); used by the simulation harness."""
     out: dict[str, Any] = {
         "party": {"name": cfg.name, "listen": cfg.listen, "coordinators": list(cfg.coordinators)},
-        "tls": {"cert": str(cfg.tls.cert), "key": str(cfg.tls.key), "ca": str(cfg.tls.ca)},
+        "tls": _tls_dict(cfg.tls),
         "peers": dict(cfg.peers),
         "limits": limits_dict(cfg.limits),
     }
@@ -382,7 +397,7 @@ def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
         run["run_id"] = cfg.run_id
     out: dict[str, Any] = {
         "run": run,
-        "coordinator": {"name": cfg.coordinator, "cert": str(cfg.tls.cert), "key": str(cfg.tls.key), "ca": str(cfg.tls.ca)},
+        "coordinator": {"name": cfg.coordinator, **_tls_dict(cfg.tls)},
         "parties": {p.name: {"address": p.address, "role": p.role} for p in cfg.parties},
     }
     if cfg.privacy:

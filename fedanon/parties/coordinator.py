@@ -87,6 +87,7 @@ class Coordinator:
         self.log = log or (lambda *a, **k: None)
         self.run_id = cfg.run_id or uuid.uuid4().hex
         self._creds = client_credentials(cfg.tls)
+        self._revoked = cfg.tls.revoked_fingerprints()
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, pb_grpc.PartyStub] = {}
         for p in cfg.parties:
@@ -124,7 +125,7 @@ class Coordinator:
             rtt[name] = time.perf_counter() - t0
             verify_identity(reply.identity_certificate, reply.identity_signature, expected=name,
                             caller=me, nonce=nonces[name], ca_pem=ca_pem, known=known,
-                            where=self._entry(name).address)
+                            where=self._entry(name).address, revoked=self._revoked)
         return rtt
 
     def request(self) -> pb.RunRequest:

@@ -41,7 +41,10 @@ from fedanon.parties.inbox import RunInbox
 from fedanon.parties.logs import EventLog
 from fedanon.parties.resultwire import encode_result
 from fedanon.parties.identity import dns_names, foreign_names, sign_identity
-from fedanon.parties.tls import ChannelPool, caller_alt_names, caller_name, server_credentials, server_options
+from fedanon.parties.revocation import fingerprint
+from fedanon.parties.tls import (
+    ChannelPool, caller_alt_names, caller_certificate, caller_name, server_credentials, server_options,
+)
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 from fedanon.protocols.api import LocalData, RoleContext, RunSettings
@@ -103,6 +106,7 @@ class PartyService(pb_grpc.PartyServicer):
         self._lock = threading.Lock()
         self._data_cache: tuple[Any, LocalData] | None = None
         self._cert_pem, self._key_pem, _ca = cfg.tls.read()
+        self._revoked = cfg.tls.revoked_fingerprints()  # read once at start: restart to apply a new list
         limits = cfg.limits
         self.admission = Admission(cfg.name, limits.max_streams_per_peer, limits.max_run_buffer_bytes,
                                    limits.max_buffer_bytes)
@@ -119,6 +123,10 @@ class PartyService(pb_grpc.PartyServicer):
         if name is None or name not in allowed:
             self._refuse(context, rpc, name, f"party {self.cfg.name!r} refuses {rpc} from certificate name {name!r}: "
                                              "not on its allow-list")
+        pem = caller_certificate(context)
+        if self._revoked and (pem is None or fingerprint(pem) in self._revoked):
+            self._refuse(context, rpc, name, f"party {self.cfg.name!r} refuses {rpc} from {name!r}: revoked certificate "
+                                             "(its fingerprint is on the revocation list)")
         foreign = foreign_names(name, caller_alt_names(context), self._known_names())  # type: ignore[arg-type]
         if foreign:
             self._refuse(context, rpc, name, f"party {self.cfg.name!r} refuses {rpc} from {name!r}: its certificate "
@@ -610,6 +618,9 @@ def check_tls_files(tls: TlsFiles, name: str, who: str) -> None:
         cert.verify_directly_issued_by(ca)
     except Exception:  # noqa: BLE001 - any failure means the same thing to the user
         raise InputError(f"{tls.cert}: certificate is not signed by the run CA {tls.ca}") from None
+    if fingerprint(cert) in tls.revoked_fingerprints():
+        raise InputError(f"{tls.cert}: this {who}'s own certificate is on the revocation list {tls.revoked} "
+                         "(install the re-issued certificate)")
 
 
 def check_listen_address(cfg: PartyConfig) -> None:

@@ -22,7 +22,7 @@ import datetime as dt
 import ipaddress
 import os
 import re
-from typing import Iterable
+from typing import Collection, Iterable
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
 from fedanon.errors import InputError, PeerError
+from fedanon.parties.revocation import fingerprint
 
 NONCE_BYTES = 32
 _CONTEXT = b"fedanon/identity/v1"
@@ -100,8 +101,13 @@ def sign_identity(key_pem: bytes, server: str, caller: str, nonce: bytes) -> byt
 
 
 def verify_identity(cert_pem: bytes, signature: bytes, *, expected: str, caller: str, nonce: bytes,
-                    ca_pem: bytes, known: Iterable[str] = (), where: str = "") -> None:
-    """PeerError unless the answer proves that the daemon at `where` is party `expected`."""
+                    ca_pem: bytes, known: Iterable[str] = (), where: str = "",
+                    revoked: Collection[str] = frozenset()) -> None:
+    """PeerError unless the answer proves that the daemon at `where` is party `expected`.
+
+    `revoked`: fingerprints of the consortium's revocation list (`parties/revocation.py`);
+    a certificate on it is refused even though the run CA signed it and its CN is right.
+    """
     at = f" at {where}" if where else ""
     if not cert_pem or not signature:
         raise PeerError(f"the daemon{at} did not prove that it is party {expected!r} (no identity in its Ping reply)")
@@ -115,6 +121,9 @@ def verify_identity(cert_pem: bytes, signature: bytes, *, expected: str, caller:
     if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
         raise PeerError(f"the daemon{at} presented an expired or not yet valid certificate")
     cn = common_name(cert)
+    if revoked and fingerprint(cert) in revoked:
+        raise PeerError(f"the daemon{at} presented a revoked certificate for {cn!r} (it is on the revocation list; "
+                        "refusing to talk to it)")
     if cn != expected:
         raise PeerError(f"the daemon{at} is {cn!r}, not {expected!r} (its certificate's CN; refusing to talk to it)")
     foreign = foreign_names(cn, dns_names(cert), known)

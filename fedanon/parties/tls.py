@@ -77,6 +77,12 @@ def caller_name(context: grpc.ServicerContext) -> str | None:
     return names[0].decode("utf-8", "replace") if names else None
 
 
+def caller_certificate(context: grpc.ServicerContext) -> bytes | None:
+    """The PEM of the authenticated client certificate (None without mutual TLS)."""
+    pem = context.auth_context().get("x509_pem_cert") or []
+    return pem[0] if pem else None
+
+
 def caller_alt_names(context: grpc.ServicerContext) -> list[str]:
     """The subject alternative names (DNS and IP) of the authenticated client certificate."""
     auth = context.auth_context()
@@ -89,6 +95,7 @@ class ChannelPool:
     def __init__(self, tls: TlsFiles, limits: Limits) -> None:
         self._creds = client_credentials(tls)
         cert, _key, self._ca = tls.read()
+        self._revoked = tls.revoked_fingerprints()
         self.me = certificate_name(cert)
         self._limits = limits
         self._lock = threading.Lock()
@@ -117,7 +124,7 @@ class ChannelPool:
                                            timeout=min(self._limits.rpc_timeout_s, max(5.0, 2 * self._limits.heartbeat_s)))
         try:
             verify_identity(reply.identity_certificate, reply.identity_signature, expected=name, caller=self.me,
-                            nonce=nonce, ca_pem=self._ca, known=known, where=address)
+                            nonce=nonce, ca_pem=self._ca, known=known, where=address, revoked=self._revoked)
         except Exception:
             self.drop(name, address)
             raise

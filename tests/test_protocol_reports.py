@@ -132,3 +132,23 @@ def test_run_reports_output_risk_and_says_input_risk_is_unavailable(adult_part, 
         dom = browse(page, "--dump-dom", tmp=tmp_path)
         assert dom.returncode == 0 and dom.stdout.count("<svg") == 2 + len(QIS), dom.stderr[-2000:]
         assert not [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.slow
+def test_run_writes_its_result_even_if_the_risk_figures_fail(network, tmp_path, capsys, monkeypatch):
+    import fedanon.report.analysis as analysis
+
+    def broken(*args, **kwargs):
+        raise ValueError("injected failure")
+
+    monkeypatch.setattr(analysis, "analyze_protocol_output", broken)
+    cfg = network.run_config("B", config=AnonymizationConfig(list(QIS), k=K, suppression=0.05))
+    cfg.output, cfg.report = tmp_path / "result.csv", tmp_path / "report.json"
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+    assert main(["run", "--config", str(run_toml), "--no-progress", "--html", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    assert "without risk figures (ValueError: injected failure)" in err and "no HTML report" in err
+    report = json.loads(cfg.report.read_text())
+    assert report["risk"]["output"] is None and "injected failure" in report["risk"]["unavailable"]
+    assert len(read_table_csv(cfg.output)[1]) == ROWS and report["transformation"]

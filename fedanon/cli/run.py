@@ -59,15 +59,22 @@ def _run(args: argparse.Namespace) -> int:
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
-        analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
-                                           outcome.output_columns or [], outcome.output_rows)
-        outcome.report.update(analysis.to_dict())
-        if args.html is not None:
-            outcome.report["html"] = str(args.html)
+        try:
+            analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+                                               outcome.output_columns or [], outcome.output_rows)
+        except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            outcome.report["risk"] = {"input": None, "output": None, "unavailable": f"risk not computed ({reason})"}
+            print(f"run {outcome.run_id}: result written without risk figures ({reason})", file=sys.stderr)
+        else:
+            outcome.report.update(analysis.to_dict())
+            if args.html is not None:
+                outcome.report["html"] = str(args.html)
     write_outputs(outcome, cfg.output, cfg.report)
     if args.html is not None:
         if analysis is None:
-            print(f"no HTML report: run {outcome.run_id} produced no anonymized result", file=sys.stderr)
+            print(f"no HTML report: run {outcome.run_id} has no anonymized result or no risk figures",
+                  file=sys.stderr)
         else:
             analysis.write_html(str(args.html), f"fedanon run {outcome.run_id} ({cfg.protocol.upper()}, "
                                                 f"{cfg.distribution})")

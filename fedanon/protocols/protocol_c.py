@@ -19,6 +19,8 @@ anonymize  helper     -> key holder c/setup          encrypted totals + sensitiv
            helper     -> key holder c/check          per node: permuted, packed encrypted class sums (DONE at the end)
            key holder -> helper     c/answer         anonymous / strict / implied-k, loss, bound
 decrypt    helper     -> key holder c/result         generalized table with pseudotuples, re-permuted, + its counters
+           key holder -> helper     c/accepted       after checking the decrypted result (privacy model, own rows:
+                                                     resultcheck.py); a rejection stops the run everywhere
            helper     -> others     c/done           the report (no data)
 
 The key holder decrypts the row counters, drops the pseudotuples, suppresses the classes
@@ -78,6 +80,7 @@ from fedanon.protocols.keyshare import (
     verified_publics,
 )
 from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.resultcheck import check_result
 from fedanon.protocols.roles import (
     DataHolder,
     Hello,
@@ -292,7 +295,24 @@ class _Primary(DataHolder):
         facts = {**notice.report, "suppressed_rows": int(failing.sum()), "classes": kept_classes,
                  "rows_released": int(out.n_rows),
                  "pseudotuples_dropped": int(n - keep.sum())}
-        return list(out.columns), decode_columns(out, plain), facts
+        rows = decode_columns(out, plain)
+        self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report)
+        return list(out.columns), rows, facts
+
+    def _accept(self, columns: list[str], rows: list[list[str]], suppressed: np.ndarray,
+                report: dict[str, Any]) -> None:
+        """Check the decrypted result as B's and A's recipients do (`resultcheck.check_result`), then tell the helper.
+
+        A rejection raises `LocalFailure` (only its public part leaves this party); `guarded`
+        turns it into a run-wide stop, and the helper sends `c/done` only after `c/accepted`.
+        """
+        transformation = report.get("transformation")
+        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution, columns, rows,
+                                np.asarray(suppressed, dtype=bool).tolist(),
+                                transformation if isinstance(transformation, dict) else None)
+        if problems:
+            raise LocalFailure(problems)
+        send_control(self.transport, self.helper, "c/accepted", Verdict())
 
     def run(self) -> RoleOutcome:
         timer = self.timer
@@ -476,6 +496,10 @@ class _Helper(HelperRole):
                           "algorithm": found.algorithm, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
+                # the others finish only once the key holder has checked and accepted the result
+                accepted, _ = open_control(transport.receive(self.key_holder, "c/accepted", timeout=COMPUTE_WAIT),
+                                           Verdict, "acceptance")  # the key holder decrypts every row counter first
+                accepted.raise_if_stopped()
                 for p in self.primaries:
                     if p != self.key_holder:
                         send_control(transport, p, "c/done", Verdict(ok=True, report=report))

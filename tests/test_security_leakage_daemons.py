@@ -1,18 +1,21 @@
 """Finding 8 (and 2) of issue 11: leakage over real daemons, for successful and failed runs.
 
-`tests/test_leakage.py` checks protocol payloads in memory. This test runs Protocol B
-between real party daemons (one process each, gRPC over mutual TLS on loopback) through
-the `fedanon run` CLI, and scans everything that leaves a party other than its own log
-and its own files:
+`tests/test_leakage.py` checks protocol payloads in memory. This test runs Protocols A, B
+and C (horizontal, and vertical on a second network) between real party daemons (one
+process each, gRPC over mutual TLS on loopback) through the `fedanon run` CLI, and scans
+everything that leaves a party other than its own log and its own files:
 
 * the run requests and every event of the coordinator's Start streams (a gRPC interceptor
   records them), the coordinator's stdout/stderr and its exception text,
 * Ping replies for the run from every party (what each tells the others about a failure),
 * every log line and every file of the other parties, the written result and report.json,
 
-for a successful run, a failure injected at each party in each phase (run option
-`fault_injection`, whose private message holds the party's data path and first row), a
-local check failure (a value missing from p2's hierarchy) and a hierarchy conflict.
+for a successful run of each protocol and split, a failure injected at each party in each
+phase it goes through (run option `fault_injection`, whose private message holds the
+party's data path and first row; every protocol horizontally, each party at the main
+phases vertically), a local check failure (a value missing from p2's hierarchy; every
+protocol) and a hierarchy conflict (B). Protocol C runs with ElGamal counters (fast key
+generation); Protocol A has no helper (the helper daemon stays up, outside the run).
 
 Canaries are p2's non-ASCII QI values (generalized away by 2-anonymity, so they may appear
 nowhere outside p2), every party's data/config path and p2's TLS private key, searched for
@@ -43,6 +46,8 @@ from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
 PHASES = ["encrypt", "integrate", "anonymize", "decrypt"]
+#: the options each protocol runs with here (B sends only the hierarchy rows its data uses)
+OPTIONS: dict[str, dict[str, Any]] = {"A": {}, "B": {"hierarchy_scope": "data"}, "C": {"counters": "elgamal"}}
 CITIES_P2 = [f"Ærøskøbing-Ω{i}-ß✓" for i in range(12)]  # unique per row: level 0 is never 2-anonymous
 MISSING = "Ünlisted-Łódź-⚑"
 
@@ -60,15 +65,22 @@ def _forms(text: str) -> list[bytes]:
     return [f for f in out if len(f) >= 8]
 
 
-def _write_share(folder: Path, rows: list[tuple[str, str, str]], city_rules: dict[str, str]) -> SimulatedParty:
+def _write_share(folder: Path, rows: list[tuple[Any, ...]], city_rules: dict[str, str],
+                 header: tuple[str, ...] = ("age", "city", "diagnosis")) -> SimulatedParty:
+    """One party's folder: data.csv with `header`, and the hierarchies of the QIs it holds."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "data.csv").write_text("age;city;diagnosis\n" + "".join(f"{a};{c};{d}\n" for a, c, d in rows),
+    (folder / "data.csv").write_text(";".join(header) + "\n" + "".join(";".join(map(str, r)) + "\n" for r in rows),
                                      encoding="utf-8")
-    (folder / "age.csv").write_text("".join(f"{a};{a // 10 * 10}-{a // 10 * 10 + 9};*\n" for a in range(20, 70)))
-    (folder / "city.csv").write_text("".join(f"{c};{r};*\n" for c, r in city_rules.items()), encoding="utf-8")
+    hierarchies = {}
+    if "age" in header:
+        (folder / "age.csv").write_text("".join(f"{a};{a // 10 * 10}-{a // 10 * 10 + 9};*\n" for a in range(20, 70)))
+        hierarchies["age"] = folder / "age.csv"
+    if "city" in header:
+        (folder / "city.csv").write_text("".join(f"{c};{r};*\n" for c, r in city_rules.items()), encoding="utf-8")
+        hierarchies["city"] = folder / "city.csv"
     return SimulatedParty(folder.name.split("-")[0], "primary", csv_path=folder / "data.csv",
-                          qi_hierarchies={"age": folder / "age.csv", "city": folder / "city.csv"},
-                          sensitive={"diagnosis": None})
+                          qi_hierarchies=hierarchies, sensitive={"diagnosis": None} if "diagnosis" in header else {},
+                          tid_column="id" if "id" in header else None)
 
 
 class Recorder(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
@@ -127,6 +139,19 @@ def world(tmp_path_factory):
         yield net, base, {"p1": p1, "p2": p2}
 
 
+@pytest.fixture(scope="module")
+def vworld(tmp_path_factory):
+    """Vertical split of the same kind of data: p1 holds age and diagnosis, p2 the cities; `id` joins them."""
+    base = tmp_path_factory.mktemp("vleak")
+    ids = [f"r{i:02d}" for i in range(12)]
+    p1 = _write_share(base / "p1-Ñandú-secret", [(ids[i], 20 + i, ["flu", "cold"][i % 2]) for i in range(12)], {},
+                      header=("id", "age", "diagnosis"))
+    p2 = _write_share(base / "p2-Škoda-secret-⚑", [(ids[i], CITIES_P2[i]) for i in range(12)],
+                      {c: ("South" if i % 2 else "North") for i, c in enumerate(CITIES_P2)}, header=("id", "city"))
+    with SimulatedNetwork([p1, p2, SimulatedParty("helper", "helper")]) as net:
+        yield net, base, {"p1": p1, "p2": p2}
+
+
 def _canaries(net: SimulatedNetwork, parties: dict[str, SimulatedParty]) -> dict[str, list[str]]:
     key_body = "".join(net.tls("p2").key.read_text().splitlines()[1:-1])
     return {
@@ -136,13 +161,16 @@ def _canaries(net: SimulatedNetwork, parties: dict[str, SimulatedParty]) -> dict
     }
 
 
-def _run(net: SimulatedNetwork, tmp: Path, monkeypatch, capsys, options: dict[str, Any]) -> tuple[int, list[tuple[str, str, bytes]]]:
+def _run(net: SimulatedNetwork, tmp: Path, monkeypatch, capsys, options: dict[str, Any], protocol: str = "B",
+         distribution: str = "horizontal") -> tuple[int, list[tuple[str, str, bytes]]]:
     recorder = Recorder()
     real_open = coordinator_module.open_channel
     monkeypatch.setattr(coordinator_module, "open_channel",
                         lambda *a, **k: grpc.intercept_channel(real_open(*a, **k), recorder))
-    cfg = net.run_config("B", "horizontal", {"quasi_identifiers": ["age", "city"], "k": 2, "suppression": 0.0,
-                                             "metric": "loss"}, "p1", {"hierarchy_scope": "data", **options})
+    cfg = net.run_config(protocol, distribution, {"quasi_identifiers": ["age", "city"], "k": 2, "suppression": 0.0,
+                                                  "metric": "loss"}, "p1", {**OPTIONS[protocol], **options})
+    if protocol == "A":  # a ring of primaries: the helper daemon is not part of the run
+        cfg.parties = [p for p in cfg.parties if p.role != "helper"]
     cfg.output, cfg.report = tmp / "result.csv", tmp / "report.json"
     run_id = f"leak-{uuid.uuid4().hex}"
     cfg.run_id = run_id
@@ -153,7 +181,7 @@ def _run(net: SimulatedNetwork, tmp: Path, monkeypatch, capsys, options: dict[st
     artifacts: list[tuple[str, str, bytes]] = [("coordinator", "stdout", out.out.encode()),
                                                ("coordinator", "stderr", out.err.encode())]
     artifacts += [("coordinator", "grpc", b) for b in recorder.blobs]
-    for name in ("p1", "p2", "helper"):  # what each party says about the run to whoever asks
+    for name in [p.name for p in cfg.parties]:  # what each party says about the run to whoever asks
         cert, key, ca = net.tls("coordinator").read()
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
         with grpc.secure_channel(net.address(name), creds, options=channel_options(cfg.limits, name)) as ch:
@@ -182,45 +210,82 @@ def _leaks(artifacts: list[tuple[str, str, bytes]], canaries: dict[str, list[str
     return found
 
 
-def _assert_clean(world, tmp_path: Path, monkeypatch, capsys, options: dict[str, Any], succeed: bool) -> str:
+def _assert_clean(world, tmp_path: Path, monkeypatch, capsys, options: dict[str, Any], succeed: bool,
+                  protocol: str = "B", distribution: str = "horizontal") -> str:
     net, _base, parties = world
-    code, artifacts = _run(net, tmp_path, monkeypatch, capsys, options)
+    code, artifacts = _run(net, tmp_path, monkeypatch, capsys, options, protocol, distribution)
     assert (code == 0) == succeed, artifacts[:2]
     leaks = _leaks(artifacts, _canaries(net, parties))
     assert not leaks, leaks[:10]
     return b"\n".join(b for a, label, b in artifacts if label == "stderr").decode(errors="replace")
 
 
-def test_successful_run_leaks_nothing(world, tmp_path: Path, monkeypatch, capsys) -> None:
-    _assert_clean(world, tmp_path, monkeypatch, capsys, {}, succeed=True)
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_successful_run_leaks_nothing(world, tmp_path: Path, monkeypatch, capsys, protocol: str) -> None:
+    _assert_clean(world, tmp_path, monkeypatch, capsys, {}, succeed=True, protocol=protocol)
     rows = (tmp_path / "result.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == 25 and rows[0] == "age;city;diagnosis"  # header + 24 rows; p2's cities only generalized
 
 
-# every phase each role goes through (primaries wait through the helper's anonymize phase without one)
-FAULTS = [(p, ph) for p in ("p1", "p2", "helper") for ph in PHASES if not (p != "helper" and ph == "anonymize")]
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_successful_vertical_run_leaks_nothing(vworld, tmp_path: Path, monkeypatch, capsys, protocol: str) -> None:
+    _assert_clean(vworld, tmp_path, monkeypatch, capsys, {}, succeed=True, protocol=protocol, distribution="vertical")
+    rows = (tmp_path / "result.csv").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 13 and set(rows[0].split(";")) >= {"age", "city", "diagnosis"}, rows[:2]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("party, phase", FAULTS)
-def test_failure_injected_at_each_party_and_phase_leaks_nothing(world, tmp_path: Path, monkeypatch, capsys,
-                                                                  party: str, phase: str) -> None:
+def _phases(protocol: str, party: str) -> list[str]:
+    """The phases a party goes through (so an injected fault fires): B's and C's primaries wait
+    through the helper's anonymize phase without one, except C's key holder p1, which judges in it."""
+    if protocol == "A" or party == "helper" or (protocol == "C" and party == "p1"):
+        return PHASES
+    return [ph for ph in PHASES if ph != "anonymize"]
+
+
+def _parties(protocol: str) -> list[str]:
+    return ["p1", "p2"] if protocol == "A" else ["p1", "p2", "helper"]
+
+
+FAULTS = [(proto, p, ph) for proto in ("A", "B", "C") for p in _parties(proto) for ph in _phases(proto, p)]
+#: vertically: every party at the phase where the data moves and where the result is released
+VERTICAL_FAULTS = [(proto, p, ph) for proto in ("A", "B", "C") for p in _parties(proto) for ph in ("encrypt", "decrypt")]
+
+
+def _assert_fault_is_clean(world, tmp_path: Path, monkeypatch, capsys, protocol: str, distribution: str,
+                           party: str, phase: str) -> None:
     net = world[0]
     err = _assert_clean(world, tmp_path, monkeypatch, capsys, {"fault_injection": f"{party}:{phase}"},
-                        succeed=False)
+                        succeed=False, protocol=protocol, distribution=distribution)
     assert "fedanon run: error:" in err  # (which party the one line names can depend on timing)
+    assert not (tmp_path / "result.csv").exists()
     if party == "p2":  # and the owner's own log has the detail
         log = (net.dir / "logs" / "p2.log").read_text(encoding="utf-8")
         assert "injected fault" in log and CITIES_P2[0] in log
 
 
-def test_local_check_failure_names_the_value_only_at_its_owner(world, tmp_path: Path, monkeypatch, capsys) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol, party, phase", FAULTS)
+def test_failure_injected_at_each_party_and_phase_leaks_nothing(world, tmp_path: Path, monkeypatch, capsys,
+                                                                  protocol: str, party: str, phase: str) -> None:
+    _assert_fault_is_clean(world, tmp_path, monkeypatch, capsys, protocol, "horizontal", party, phase)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol, party, phase", VERTICAL_FAULTS)
+def test_vertical_failure_injected_at_each_party_leaks_nothing(vworld, tmp_path: Path, monkeypatch, capsys,
+                                                                 protocol: str, party: str, phase: str) -> None:
+    _assert_fault_is_clean(vworld, tmp_path, monkeypatch, capsys, protocol, "vertical", party, phase)
+
+
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_local_check_failure_names_the_value_only_at_its_owner(world, tmp_path: Path, monkeypatch, capsys,
+                                                               protocol: str) -> None:
     net, _base, parties = world
     data = parties["p2"].csv_path
     original = data.read_text(encoding="utf-8")
     data.write_text(original + f"33;{MISSING};flu\n", encoding="utf-8")  # not in p2's city hierarchy
     try:
-        err = _assert_clean(world, tmp_path, monkeypatch, capsys, {}, succeed=False)
+        err = _assert_clean(world, tmp_path, monkeypatch, capsys, {}, succeed=False, protocol=protocol)
     finally:
         data.write_text(original, encoding="utf-8")
     assert "p2" in err and "city" in err

@@ -27,6 +27,7 @@ from fedanon.protocols import codec
 from fedanon.protocols.api import LocalData, RunSettings
 from fedanon.protocols.equivalence import centralized, differences
 from fedanon.protocols.local_run import LocalRun, run_in_memory
+from fedanon.protocols.protocol_c import counter_owner
 from fedanon.protocols.split import split_horizontal, split_vertical
 
 DATA = Path(fedanon.__file__).parent / "data"
@@ -264,6 +265,29 @@ def _knn_accuracy(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndar
     nearest = np.argsort(d, axis=1)[:, :k]
     vote = y[train][nearest].mean(1) > 0.5
     return float((vote == y[test]).mean())
+
+
+def test_vertical_counter_encryption_is_dealt_over_every_primary(adult_sample):
+    """Vertical: each primary encrypts the counters of its deal of the TIDs (not the leader alone);
+    together exactly one counter per row, and the result still equals the centralized one."""
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, metric="loss")
+    run, _ = run_c(columns, rows, hierarchies, config, "vertical", 3, record=True)
+    assert not run.errors, run.errors
+    counts = {}
+    for sender, topic, blob in _received(run, "helper"):
+        if topic == "c/data":
+            parts = codec.unpack_message(blob)
+            n = codec.decode_table(parts["table"]).n_rows
+            dealt = counter_owner(parts["tids"], n, 3) == ["p1", "p2", "p3"].index(sender)
+            width = 66  # ElGamal ciphertexts
+            assert len(parts["counters/real"]) == int(dealt.sum()) * width
+            counts[sender] = int(dealt.sum())
+    total = run.outcomes["helper"].report["rows_with_pseudotuples"]
+    assert sum(counts.values()) == total and min(counts.values()) > total // 6, counts
+    central = centralized(columns, rows, hierarchies, config)
+    out = run.outcomes["p1"]
+    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
 
 
 def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatch):

@@ -12,7 +12,8 @@ encrypt    primary    -> helper     c/hello          schema facts, X25519 key (+
            leader     -> helper     c/keys-for/P     column keys sealed for P (relayed as c/keys)
            primary    -> helper     c/data           encrypted, padded, permuted share + hierarchies + TID tokens
                                                      + encrypted counters (horizontal: every party; vertical:
-                                                     the leader's real-row counters, the subset holder's subset counters)
+                                                     each primary the real-row counters of the TIDs
+                                                     `counter_owner` deals it, the subset holder's subset counters)
 integrate  helper     -> primary    c/integrated     ok (failures stop the run everywhere)
 anonymize  helper     -> key holder c/setup          encrypted totals + sensitive hierarchy structure
            key holder -> helper     c/facts          suppression limit, monotonicity flags, implied k
@@ -123,7 +124,21 @@ def _counter_key_context(run_id: str) -> bytes:
     return b"fedanon/C/v1/counter-key/" + run_id.encode("utf-8")
 
 
+def counter_owner(tokens: bytes, rows: int, primaries: int) -> np.ndarray:
+    """Vertical split: which primary (index) encrypts the real-row counter of each row.
+
+    Every primary holds every TID (pseudotuples' TIDs derive from the shared TID key, so
+    each knows which are fake) and the same join token per TID, so they and the helper
+    agree on this deal without a message: the token's first byte modulo the number of
+    primaries. It spreads the counter encryption, which the leader alone did before.
+    """
+    first = np.frombuffer(tokens, dtype=np.uint8).reshape(rows, -1)[:, 0] if rows else np.zeros(0, np.uint8)
+    return first.astype(np.int64) % primaries
+
+
 def _split_counters(blob: bytes, rows: int, what: str) -> list[bytes]:
+    if rows == 0 and not blob:
+        return []
     if rows == 0 or len(blob) % rows:
         raise ProtocolError(f"{what}: {len(blob)} bytes do not split into {rows} counters")
     w = len(blob) // rows
@@ -234,8 +249,12 @@ class _Primary(DataHolder):
                 shuffled = [h.rows[i] for i in random_permutation(len(h.rows)).tolist()]
                 parts[f"h/{column}"] = codec.encode_hierarchy(
                     ciphers.encrypt_hierarchy(Hierarchy(column, shuffled, h.source), column))
-        if not self.vertical or self.me == self.leader:
+        if not self.vertical:
             parts["counters/real"] = b"".join(counter_key.encrypt_counters(real[perm].tolist()))
+        else:  # our deal of the TIDs, in our permuted row order
+            mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
+                self.settings.primaries.index(self.me)
+            parts["counters/real"] = b"".join(counter_key.encrypt_counters(real[perm][mine].tolist()))
         if config.delta_presence is not None and local.research_subset is not None:
             flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
             parts["counters/subset"] = b"".join(counter_key.encrypt_counters((flags & real)[perm].tolist()))
@@ -411,9 +430,9 @@ class _Helper(HelperRole):
         if errors:
             raise stop_run(self.ctx, "run stopped during integration: " + "; ".join(errors), "integration")
 
-        def counters(p: str, name: str) -> list[bytes]:
-            return _split_counters(codec.require_part(shares[p], name, f"data of {p!r}"), tables[p].n_rows,
-                                   f"{name} of {p!r}")
+        def counters(p: str, name: str, rows: int | None = None) -> list[bytes]:
+            return _split_counters(codec.require_part(shares[p], name, f"data of {p!r}"),
+                                   tables[p].n_rows if rows is None else rows, f"{name} of {p!r}")
 
         delta = self.settings.config.delta_presence is not None
         if not self.vertical:
@@ -428,9 +447,14 @@ class _Helper(HelperRole):
                 raise stop_run(self.ctx, "run stopped during integration: TID sets differ between the parties "
                                          "(pseudotuples included)", "integration")
             table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, keyed)
-            leader = self.primaries[0]
-            leader_counters = counters(leader, "counters/real")
-            real = [leader_counters[i] for i in alignment[leader].tolist()]
+            real = [b""] * table.n_rows
+            for index, p in enumerate(self.primaries):  # each primary's deal of the TIDs
+                dealt = counter_owner(shares[p]["tids"], tables[p].n_rows, len(self.primaries)) == index
+                received = counters(p, "counters/real", int(dealt.sum()))
+                rank = np.cumsum(dealt) - 1  # p's row -> position among p's counters
+                rows_p = alignment[p]  # p's row of every joined row
+                for r in np.flatnonzero(dealt[rows_p]).tolist():
+                    real[r] = received[int(rank[rows_p[r]])]
             subset = None
             if delta:
                 holder = verdict.subset_holder

@@ -246,12 +246,13 @@ def test_parties_detect_a_dead_peer_on_their_own(monkeypatch: pytest.MonkeyPatch
                 holding.set()
 
         threading.Thread(target=lambda: (holding.wait(20), net.kill("p3")), daemon=True).start()
-        with pytest.raises(PeerError, match="p3"):
+        with pytest.raises(PeerError, match="p3") as raised:
             net.run("check", options={"hold_s": 60, "hold_parties": ["p3"]}, on_event=on_event)
         for survivor in ("p1", "p2"):
             assert _wait_for(lambda: "event=run_failed" in _log(net, survivor), 10)
             failed = [ln for ln in _log(net, survivor).splitlines() if "event=run_failed" in ln][-1]
-            assert "party 'p3'" in failed and "unreachable" in failed
+            assert "party 'p3'" in failed and "unreachable" in failed, \
+                f"coordinator: {raised.value}\n" + "\n".join(_log(net, p)[-1500:] for p in ("p1", "p2"))
 
 
 def test_a_failing_party_aborts_the_run_everywhere(net: SimulatedNetwork) -> None:

@@ -223,29 +223,13 @@ class Coordinator:
             first_party, first = errors[0]
             self.log("run_failed", run=self.run_id, party=first_party, error=first)
             # A verdict the parties share reaches each of them on its own: give them a moment to fail with
-            # their own (locally more detailed) reason before the coordinator's abort overtakes it.
-            deadline = time.monotonic() + _ABORT_GRACE_S
-            collect = COLLECT_AFTER_ABORT_S + 2 * self.cfg.limits.heartbeat_s  # a waiting party names a dead peer within 2 heartbeats
-            aborted = False
-            while pending and time.monotonic() < deadline + (collect if aborted else 0.0):
-                if not aborted and time.monotonic() >= deadline - 1e-3:
-                    self.abort_all(f"party {first_party!r} failed: {first}")
-                    aborted = True
-                    continue
-                limit = deadline + (collect if aborted else 0.0)
-                try:
-                    name, kind, value = events.get(timeout=max(0.01, limit - time.monotonic()))
-                except queue.Empty:
-                    if aborted:
-                        break
-                    continue
-                if kind in ("error", "lost"):
-                    errors.append((name, value))
-                    pending.discard(name)
-                elif kind == "report_json":
-                    pending.discard(name)
-            if not aborted:
-                self.abort_all(f"party {first_party!r} failed: {first}")
+            # their own (locally more detailed) reason before the coordinator's abort overtakes it; then
+            # abort, and keep collecting the others' reasons (a waiting party names a dead peer within
+            # 2 heartbeats) -- two phases, each until its own deadline or until every party has answered
+            _collect_failures(events, pending, errors, time.monotonic() + _ABORT_GRACE_S)
+            self.abort_all(f"party {first_party!r} failed: {first}")
+            _collect_failures(events, pending, errors,
+                              time.monotonic() + COLLECT_AFTER_ABORT_S + 2 * self.cfg.limits.heartbeat_s)
             stop.set()
             for call in calls.values():
                 call.cancel()
@@ -280,6 +264,24 @@ class Coordinator:
             "output_rows": len(outcome.output_rows) if outcome.output_rows is not None else None,
         }
         return outcome
+
+
+def _collect_failures(events: "queue.Queue[tuple[str, str, Any]]", pending: set[str],
+                      errors: list[tuple[str, str]], until: float) -> None:
+    """Take the parties' final events until `until` or until none is pending; errors are kept in order."""
+    while pending:
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            name, kind, value = events.get(timeout=left)
+        except queue.Empty:
+            return
+        if kind in ("error", "lost"):
+            errors.append((name, value))
+            pending.discard(name)
+        elif kind == "report_json":
+            pending.discard(name)
 
 
 def _root_cause(errors: list[tuple[str, str]]) -> str:

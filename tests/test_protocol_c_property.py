@@ -7,29 +7,23 @@ ElGamal counters over the in-memory transport keep each case well under a second
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fedanon
 from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.protocols.api import RunSettings
 from fedanon.protocols.counted_checks import COUNTED_METRICS
 from fedanon.protocols.equivalence import centralized, differences
 from fedanon.protocols.local_run import run_in_memory
 from fedanon.protocols.split import split_horizontal, split_vertical
+from protocol_cases import EX_ATTRS, EX_QIS, example_hierarchies, example_row_strategy
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
-ATTRS = ["age", "sex", "zipcode", "diagnosis"]
-HIERARCHIES = {a: Hierarchy.read_csv(DATA / f"example_hierarchy_{a}.csv", a) for a in ATTRS}
-DOMAINS = {a: [r[0].decode() for r in h.rows] for a, h in HIERARCHIES.items()}
-QIS = ["age", "sex", "zipcode"]
-
-row_strategy = st.tuples(*(st.sampled_from(DOMAINS[a]) for a in ATTRS)).map(list)
+ATTRS = EX_ATTRS
+QIS = EX_QIS
+HIERARCHIES = example_hierarchies()
+row_strategy = example_row_strategy(HIERARCHIES)
 MODELS = {
     "k": lambda k: {},
     "recursive-l": lambda k: {"l_diversity": LDiversity("recursive", 2, "diagnosis", c=3)},

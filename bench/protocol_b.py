@@ -18,6 +18,9 @@ vertical for ADULT over Fast Ethernet, Java, 4-core desktops). Two references:
 * that dissertation figure  -> "vs diss." (< 1 means faster);
 * measured in the same run: the centralized engine on the pooled plaintext (what a
   trusted third party would run) -> "overhead" = pre+post / centralized anonymize time.
+pre+post includes the recipient's check of the decrypted result (verifier + own rows,
+fedanon's safeguard against a deviating helper), shown as "check s"; "w/o check" leaves
+it out, as the dissertation's protocol had no such step.
 
 Part 2 -- scale: a 1.2-million-row table resampled from ADULT (each attribute drawn
 from a different random row, seeded), 3 primaries, both splits; in-memory transport
@@ -80,9 +83,11 @@ def measure(sim) -> dict[str, Any]:
             if phase in sent:
                 sent[phase] += n
     total = sum(rec[p] for p in PHASES)
+    check = float(reports[recipient].get("result_check_s", 0.0))  # the recipient's own check of the result
     return {"recipient_s": {p: rec[p] for p in PHASES}, "helper_s": {p: helper[p] for p in PHASES},
             "bytes_sent": sent, "total_bytes": sum(sent.values()), "total_s": total,
-            "pre_post_s": total - helper["anonymize"], "anonymize_s": helper["anonymize"]}
+            "pre_post_s": total - helper["anonymize"], "anonymize_s": helper["anonymize"],
+            "result_check_s": check, "pre_post_without_check_s": total - helper["anonymize"] - check}
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -118,7 +123,8 @@ def main() -> int:
     print(f"centralized reference (same run): anonymize {central_s:.3f} s, transformation "
           f"{central.result.transformation}  [{time.perf_counter() - t0:.2f} s incl. encoding]")
     print()
-    header = (f"{'split':<11}{'N':>2}  {'pre+post s':>10}  {'vs diss.':>8}  {'overhead':>8}  "
+    header = (f"{'split':<11}{'N':>2}  {'pre+post s':>10}  {'vs diss.':>8}  {'overhead':>8}  {'check s':>7}  "
+              f"{'w/o check':>9}  {'vs diss.':>8}  "
               f"{'recipient s: enc / int / anon / dec':<38}  {'MB sent: enc / int / anon / dec':<34}  {'MB':>6}  ok")
     print("## ADULT over daemons (gRPC + mutual TLS, 127.0.0.1); median of", args.repeat)
     print(header)
@@ -135,7 +141,9 @@ def main() -> int:
             m = median_run(runs)
             ratio = m["pre_post_s"] / DISSERTATION_S[distribution]
             overhead = m["pre_post_s"] / central_s
+            bare = m["pre_post_without_check_s"] / DISSERTATION_S[distribution]
             print(f"{distribution:<11}{n:>2}  {m['pre_post_s']:>10.3f}  {ratio:>7.2f}x  {overhead:>7.2f}x  "
+                  f"{m['result_check_s']:>7.3f}  {m['pre_post_without_check_s']:>9.3f}  {bare:>7.2f}x  "
                   f"{fmt_phases(m):<38}  {fmt_bytes(m):<34}  {m['total_bytes'] / 1e6:>6.2f}  {'yes' if ok else 'NO'}")
             results["adult"].append({"distribution": distribution, "primaries": n, **m,
                                      "vs_dissertation": ratio, "equal_to_central": ok})
@@ -148,14 +156,14 @@ def main() -> int:
         big_central = centralized(columns, big, hierarchies, config)
         print(f"centralized reference (same run): anonymize {big_central.result.elapsed_s:.2f} s "
               f"[{time.perf_counter() - t:.2f} s incl. encoding]")
-        print(f"{'split':<11}{'N':>2}  {'pre+post s':>10}  {'anonymize s':>11}  "
+        print(f"{'split':<11}{'N':>2}  {'pre+post s':>10}  {'check s':>7}  {'anonymize s':>11}  "
               f"{'recipient s: enc / int / anon / dec':<38}  {'MB sent: enc / int / anon / dec':<34}  ok")
         for distribution in ("horizontal", "vertical"):
             sim = simulate_table(columns, big, paths, config, distribution, 3, transport=args.scale_transport)
             ok = not differences(big_central, sim.report["party_reports"]["helper"]["transformation"],
                                  sim.columns, sim.rows)
             m = measure(sim)
-            print(f"{distribution:<11}{3:>2}  {m['pre_post_s']:>10.2f}  {m['anonymize_s']:>11.2f}  "
+            print(f"{distribution:<11}{3:>2}  {m['pre_post_s']:>10.2f}  {m['result_check_s']:>7.2f}  {m['anonymize_s']:>11.2f}  "
                   f"{fmt_phases(m):<38}  {fmt_bytes(m):<34}  {'yes' if ok else 'NO'}")
             results["scale"].append({"distribution": distribution, "rows": args.scale_rows,
                                      "transport": args.scale_transport, **m, "equal_to_central": ok})

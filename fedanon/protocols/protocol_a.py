@@ -708,7 +708,7 @@ class _Party(DataHolder):
         problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
                                 outcome.output_columns or [], outcome.output_rows or [],
                                 None if mask is None else np.asarray(mask, dtype=bool).tolist(),
-                                transformation if isinstance(transformation, dict) else None)
+                                transformation if isinstance(transformation, dict) else None, outcome.report)
         if problems:
             raise LocalFailure(problems)  # public part only leaves this party
         for party in self.ring:

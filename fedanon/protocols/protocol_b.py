@@ -318,7 +318,7 @@ class _Primary(DataHolder):
         problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
                                 outcome.output_columns or [], outcome.output_rows or [],
                                 None if mask is None else mask.tolist(),
-                                transformation if isinstance(transformation, dict) else None)
+                                transformation if isinstance(transformation, dict) else None, outcome.report)
         if problems:
             raise LocalFailure(problems)  # public part only leaves this party
         send_control(self.transport, self.helper, "b/accepted", Verdict())

@@ -19,31 +19,27 @@ import argparse
 import json
 import os
 import socket
-import ssl
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from fedanon.errors import FedanonError  # noqa: E402
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty  # noqa: E402
+from net_stream import mutual_tls_contexts  # noqa: E402
 
 PARTIES = [SimulatedParty("p1", "primary"), SimulatedParty("p2", "primary"), SimulatedParty("p3", "primary")]
 
 
 def tls_round_trip_seconds(cert_dir: Path) -> float:
     """One mutually authenticated TLS handshake and a 1-byte echo on loopback (the per-channel floor)."""
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(cert_dir / "ca.crt"))
-    server_ctx.load_cert_chain(cert_dir / "p2.crt", cert_dir / "p2.key")
-    server_ctx.verify_mode = ssl.CERT_REQUIRED
-    client_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(cert_dir / "ca.crt"))
-    client_ctx.load_cert_chain(cert_dir / "p1.crt", cert_dir / "p1.key")
-    client_ctx.check_hostname = False
+    server_ctx, client_ctx = mutual_tls_contexts(cert_dir, "p2", "p1")
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:

@@ -28,14 +28,20 @@ from rich.table import Table  # noqa: E402
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty  # noqa: E402
 
 
-def raw_tls_seconds(cert_dir: Path, mib: int) -> float:
-    """Send `mib` MiB over a mutually authenticated TLS socket and hash it at the receiver, like the daemon does."""
+def mutual_tls_contexts(cert_dir: Path, server: str, client: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """Plain-socket TLS contexts with the run CA's certificates of `server` and `client` (the references)."""
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(cert_dir / "ca.crt"))
-    server_ctx.load_cert_chain(cert_dir / "b.crt", cert_dir / "b.key")
+    server_ctx.load_cert_chain(cert_dir / f"{server}.crt", cert_dir / f"{server}.key")
     server_ctx.verify_mode = ssl.CERT_REQUIRED
     client_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(cert_dir / "ca.crt"))
-    client_ctx.load_cert_chain(cert_dir / "a.crt", cert_dir / "a.key")
+    client_ctx.load_cert_chain(cert_dir / f"{client}.crt", cert_dir / f"{client}.key")
     client_ctx.check_hostname = False
+    return server_ctx, client_ctx
+
+
+def raw_tls_seconds(cert_dir: Path, mib: int) -> float:
+    """Send `mib` MiB over a mutually authenticated TLS socket and hash it at the receiver, like the daemon does."""
+    server_ctx, client_ctx = mutual_tls_contexts(cert_dir, "b", "a")
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     total = mib << 20

@@ -13,7 +13,7 @@ from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, v
 from fedanon.errors import ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext
-from fedanon.protocols.roles import Hello, Roster
+from fedanon.protocols.roles import DataHolder, Hello, Roster
 from fedanon.protocols.transport import Transport
 
 TLS = tuple[bytes, bytes, bytes]  # (certificate PEM, key PEM, CA PEM)
@@ -32,6 +32,20 @@ def tls_identity(ctx: RoleContext, protocol: str) -> TLS | None:
         raise ProtocolError(f"party {ctx.me!r} cannot bind its key-agreement key: the transport "
                             f"provides no TLS identity; refusing to run Protocol {protocol} unauthenticated")
     return tls
+
+
+class KeySharingPrimary(DataHolder):
+    """A data holder of a helper protocol (B, C): its helper, the key leader, and its key-agreement
+    identity bound to its TLS certificate -- what both protocols' primaries hold before the hello."""
+
+    def __init__(self, ctx: RoleContext, protocol: str) -> None:
+        super().__init__(ctx)
+        if not self.settings.helpers:
+            raise ProtocolError(f"Protocol {protocol} needs a helper party, but the run names none")
+        self.helper = self.settings.helpers[0]
+        self.leader = self.settings.primaries[0]  # draws the shared column keys
+        self.identity = KeyAgreementIdentity.generate(self.me)
+        self.tls = tls_identity(ctx, protocol)  # fails closed where the transport should carry one
 
 
 def binding_context(protocol: str, run_id: str) -> bytes:

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from fedanon.crypto.deterministic import generate_key
-from fedanon.crypto.keyagreement import KeyAgreementIdentity
 from fedanon.engine.anonymizer import anonymize
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -49,16 +48,15 @@ from fedanon.protocols.cellcrypt import (
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.keyshare import (
+    KeySharingPrimary,
     bind_hello,
     keys_context,
     receive_bundle,
     roster_bindings,
     send_bundles,
-    tls_identity,
     verified_publics,
 )
 from fedanon.protocols.roles import (
-    DataHolder,
     HelperRole,
     Hello,
     LocalFailure,
@@ -118,18 +116,11 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
     return _Primary(ctx).run()
 
 
-class _Primary(DataHolder):
+class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
-        super().__init__(ctx)
-        if not self.settings.helpers:
-            raise ProtocolError("Protocol B needs a helper party, but the run names none")
-        self.helper = self.settings.helpers[0]
-        self.leader = self.settings.primaries[0]
+        super().__init__(ctx, PROTOCOL)
         self.recipient = self.settings.result_recipient
-        self.identity = KeyAgreementIdentity.generate(self.me)
         self.run_id = self.settings.run_id
-        # (cert PEM, key PEM, CA PEM) of this party's TLS identity; fails closed without one
-        self.tls = tls_identity(ctx, PROTOCOL)
 
     # -- encrypt -------------------------------------------------------------------
     def _hello(self) -> Roster:

@@ -47,7 +47,7 @@ from fedanon.crypto.counters import (
     generate_counter_key,
 )
 from fedanon.crypto.deterministic import generate_key
-from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
+from fedanon.crypto.keyagreement import sign_public_key, verify_public_key
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -72,18 +72,17 @@ from fedanon.protocols.counted_checks import (
 )
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.keyshare import (
+    KeySharingPrimary,
     bind_hello,
     keys_context,
     receive_bundle,
     roster_bindings,
     send_bundles,
-    tls_identity,
     verified_publics,
 )
 from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.resultcheck import check_result
 from fedanon.protocols.roles import (
-    DataHolder,
     Hello,
     HelperRole,
     LocalFailure,
@@ -154,17 +153,11 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
     return _Primary(ctx).run()
 
 
-class _Primary(DataHolder):
+class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
-        super().__init__(ctx)
-        if not ctx.settings.helpers:
-            raise ProtocolError("Protocol C needs a helper party, but the run names none")
-        self.helper = self.settings.helpers[0]
-        self.leader = self.settings.primaries[0]
+        super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
-        self.identity = KeyAgreementIdentity.generate(self.me)
-        self.tls = tls_identity(ctx, PROTOCOL)  # fails closed where the transport should carry one
         self.counter_key: CounterPrivateKey | None = None
 
     # -- encrypt -----------------------------------------------------------------------

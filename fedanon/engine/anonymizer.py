@@ -139,7 +139,8 @@ def prepare_structure(
     elif config.delta_presence is not None and require_subset:
         raise InputError("delta-presence needs a research subset (one flag per row)")
 
-    grouper = Grouper(table.codes[:, qi_index], code_maps, sens_codes, sens_sizes, subset)
+    # per-column views: no n x QIs copy (a column-major table's columns are used without copying)
+    grouper = Grouper([table.codes[:, ci] for ci in qi_index], code_maps, sens_codes, sens_sizes, subset)
     lattice = Lattice([int(cm.shape[0]) for cm in code_maps])
     return Structure(table, config, qi_index, code_maps, level_dicts, grouper, lattice, hierarchies, sens_maps)
 
@@ -163,8 +164,10 @@ def local_statistics(structure: Structure) -> Statistics:
     )
     cards = []
     for i, cm in enumerate(structure.code_maps):
-        col = grouper.qi_codes[:, i]
-        cards.append([np.bincount(cm[l][col], minlength=len(structure.level_dicts[i][l])).astype(np.int64)
+        # one pass over the rows per QI; the counts of higher levels are sums of level-0 counts
+        # (integers below 2^53, so the float weights are exact)
+        level0 = np.bincount(grouper.qi_column(i), minlength=cm.shape[1]).astype(np.float64)
+        cards.append([np.bincount(cm[l], weights=level0, minlength=len(structure.level_dicts[i][l])).astype(np.int64)
                       for l in range(cm.shape[0])])
     return Statistics(context, metric_context(structure, table.n_rows, cards))
 
@@ -215,20 +218,25 @@ def prepare(
 def generalize(structure: Structure, levels: tuple[int, ...], suppressed: np.ndarray | None = None) -> EncodedTable:
     """The table at `levels`: QI cells generalized, QI cells of `suppressed` rows set to "*"."""
     table = structure.table
-    codes = table.codes.copy()
+    codes = np.empty_like(table.codes)  # same memory layout as the input (column-major stays so)
     dictionaries = [list(d) for d in table.dictionaries]
     hide = suppressed is not None and bool(suppressed.any())
-    for i, (ci, level) in enumerate(zip(structure.qi_index, levels)):
+    generalized = dict(zip(structure.qi_index, enumerate(levels)))
+    for ci in range(codes.shape[1]):  # column by column: no temporary of the whole table
+        if ci not in generalized:
+            codes[:, ci] = table.codes[:, ci]
+            continue
+        i, level = generalized[ci]
         dictionary = list(structure.level_dicts[i][level])
-        col = structure.code_maps[i][level][table.codes[:, ci]]
+        column = codes[:, ci]
+        np.take(structure.code_maps[i][level], table.codes[:, ci], out=column)
         if hide:
             try:
                 star = dictionary.index(SUPPRESSED)
             except ValueError:
                 star = len(dictionary)
                 dictionary.append(SUPPRESSED)
-            col = np.where(suppressed, star, col)
-        codes[:, ci] = col
+            column[suppressed] = star
         dictionaries[ci] = dictionary
     return EncodedTable(list(table.columns), codes, dictionaries)
 

@@ -163,7 +163,7 @@ class Grouper:
 
     def __init__(
         self,
-        qi_codes: np.ndarray,
+        qi_codes: np.ndarray | list[np.ndarray],
         code_maps: list[np.ndarray],
         sensitive_codes: dict[str, np.ndarray] | None = None,
         sensitive_sizes: dict[str, int] | None = None,
@@ -175,8 +175,13 @@ class Grouper:
         column_cache_mib: int = 96,
         sparse_domain: int = 32,
     ) -> None:
-        self.qi_codes = np.ascontiguousarray(qi_codes, dtype=np.int32)
-        self.n_rows = int(self.qi_codes.shape[0])
+        # one contiguous int32 column per QI, and nothing else per row: a column that already is
+        # contiguous int32 (a column-major table's) is used as it is, not copied
+        columns = list(qi_codes.T) if isinstance(qi_codes, np.ndarray) else list(qi_codes)
+        self._qi_columns = [np.ascontiguousarray(c, dtype=np.int32) for c in columns]
+        self.n_qis = len(self._qi_columns)
+        self.n_rows = int(qi_codes.shape[0] if isinstance(qi_codes, np.ndarray) else
+                          self._qi_columns[0].shape[0] if self._qi_columns else 0)
         self.code_maps = code_maps
         self.level_sizes = [[int(m[l].max()) + 1 if m.shape[1] else 0 for l in range(m.shape[0])] for m in code_maps]
         self.sensitive_codes = sensitive_codes or {}
@@ -184,7 +189,6 @@ class Grouper:
         self.subset = None if subset is None else subset.astype(np.int64)
         # sensitive attributes with more distinct values than this keep sparse class histograms
         self.sparse = {a for a, d in self.sensitive_sizes.items() if d > sparse_domain}
-        self._qi_columns = [np.ascontiguousarray(self.qi_codes[:, i]) for i in range(self.qi_codes.shape[1])]
         # generalized codes in the narrowest unsigned type: 1-2 bytes per row and level instead
         # of 4, so on millions of rows 4x more cached columns fit and gathers move less memory
         self._narrow_maps = [m.astype(narrowest_uint(int(m.max()) if m.size else 0)) for m in code_maps]
@@ -195,7 +199,7 @@ class Grouper:
         self.snapshot_limit = max(1, int(snapshot_fraction * self.n_rows))
         # total classes kept across all snapshots: at most history_budget x rows and history_mib MiB
         # bytes one stored class costs: QI codes, size, sensitive histograms, subset count
-        per_class = (4 * self.qi_codes.shape[1] + 8 + (8 if subset is not None else 0)
+        per_class = (4 * self.n_qis + 8 + (8 if subset is not None else 0)
                      + sum(24 if a in self.sparse else 8 * d for a, d in self.sensitive_sizes.items()))
         by_memory = (history_mib << 20) // per_class
         self.history_budget = max(1, min(int(history_budget * self.n_rows), by_memory))
@@ -207,6 +211,10 @@ class Grouper:
         self.row_groupings = 0
 
     # ------------------------------------------------------------------ helpers
+    def qi_column(self, qi: int) -> np.ndarray:
+        """Level-0 codes of one QI for all rows (int32, contiguous; do not modify)."""
+        return self._qi_columns[qi]
+
     def _column(self, qi: int, level: int) -> np.ndarray:
         """Generalized codes of one QI at one level for all rows, cached (transform = lookup)."""
         key = (qi, level)

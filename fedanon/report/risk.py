@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from fedanon.engine.grouping import group_keys
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import InputError
@@ -78,13 +79,20 @@ def suppressed_rows_mask(table: EncodedTable, qis: Sequence[str],
     return mask, suppressed_rows in (0, stars)
 
 
-def _classes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(representative row per class, class of each row, class sizes)."""
-    if codes.shape[0] == 0:
+def _classes(table: EncodedTable, rows: np.ndarray, columns: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(representative row per class, class of each row, class sizes) of `rows` grouped by `columns`.
+
+    Classes come in ascending lexicographic order of their code tuples (as `np.unique(axis=0)`
+    gives them, so every float sum over classes is unchanged), but found by the engine's
+    mixed-radix key grouping one column at a time: `np.unique(axis=0)` sorts structured rows
+    and took ~40 s per table at 4.8 M rows.
+    """
+    if rows.shape[0] == 0:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z
-    _, first, inverse, sizes = np.unique(codes, axis=0, return_index=True, return_inverse=True, return_counts=True)
-    return first, inverse.reshape(-1), sizes.astype(np.int64)
+    cols = [table.codes[rows, c] for c in columns]
+    first, inverse = group_keys(cols, [len(table.dictionaries[c]) for c in columns])
+    return first, inverse, np.bincount(inverse, minlength=first.shape[0]).astype(np.int64)
 
 
 def _attacker(f: np.ndarray, big_f: np.ndarray, n: int, threshold: float) -> dict[str, Any]:
@@ -233,7 +241,7 @@ def table_risk(
         supp = np.asarray(suppressed, dtype=bool)
     released = ~supp
     rows = np.flatnonzero(released)
-    first, inverse, sizes = _classes(table.codes[rows][:, qi_idx])
+    first, inverse, sizes = _classes(table, rows, qi_idx)
     out: dict[str, Any] = {"rows": int(table.n_rows - supp.sum()), "suppressed_rows": int(supp.sum()),
                            "threshold": threshold}
     # the sample: all released rows, or the research subset's rows in their population classes

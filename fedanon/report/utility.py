@@ -69,10 +69,11 @@ def attribute_utility(table: EncodedTable, output: EncodedTable, hierarchies: Ma
         code_map, level_dicts = h.code_map(table.dictionaries[c])
         leaves = h.leaf_counts(level, level_dicts[level])
         frac = (leaves - 1) / (len(h.rows) - 1) if len(h.rows) > 1 else np.zeros(len(leaves))
-        per_row = frac[code_map[level][table.codes[:, c]]]
-        per_row = np.where(suppressed, 1.0, per_row)
+        per_row = frac[code_map[level]][table.codes[:, c]]  # one gather over the rows, not two
+        per_row[suppressed] = 1.0
         oc = output.column_index(q)
-        released_values = np.unique(output.codes[~suppressed, oc]).size
+        released_values = np.count_nonzero(np.bincount(output.codes[:, oc][~suppressed],
+                                                       minlength=len(output.dictionaries[oc])))
         out.append({
             "attribute": q, "level": int(level), "max_level": h.height - 1,
             "generalization_percent": 100.0 * level / (h.height - 1) if h.height > 1 else 0.0,

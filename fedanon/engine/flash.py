@@ -73,6 +73,7 @@ class FlashSearch:
         self.checker = checker
         self.progress = progress
         self.status = np.zeros(lattice.size, dtype=np.int8)
+        self._grid = lattice.grid(self.status)  # same memory, indexed by level boxes
         self.evals: dict[int, NodeEvaluation] = {}
         # Which monotone property phase 1 tags with (strongest available first):
         #   "full"     anonymous incl. suppression (k-anonymity, distinct-l, ...)
@@ -92,6 +93,7 @@ class FlashSearch:
         self.tagging = self.mode != "none"
         # nodes known to need no suppression at all (A0 tags, monotone without suppression)
         self.strict_yes = np.zeros(lattice.size, dtype=bool)
+        self._strict_grid = lattice.grid(self.strict_yes)
         self.done = 0
         self._reported = 0
         self.best_node = -1
@@ -123,7 +125,7 @@ class FlashSearch:
         ev = self.checker.evaluate(self.lattice.node_levels(node))
         self.evals[node] = ev
         if ev.anonymous_strict and self.checker.strict_monotone and not self.strict_yes[node]:
-            self.strict_yes |= self.lattice.generalizations_mask(node)
+            self._strict_grid[self.lattice.up_box(node)] = True
         if ev.anonymous:
             self._offer(node, ev.loss)
         return ev
@@ -137,10 +139,17 @@ class FlashSearch:
             return True
         return bound >= self.best_loss - tol and int(self.lattice.rank[node]) > self.best_rank
 
+    def _tag(self, box: tuple[slice, ...], value: int) -> int:
+        """Set every UNKNOWN node in a level box to `value`; returns how many."""
+        part = self._grid[box]
+        mask = part == UNKNOWN
+        n = int(np.count_nonzero(mask))
+        if n:
+            part[mask] = value
+        return n
+
     def _prune_up(self, node: int) -> None:
-        mask = self.lattice.generalizations_mask(node) & (self.status == UNKNOWN)
-        self.status[mask] = PRUNED
-        n = int(mask.sum())
+        n = self._tag(self.lattice.up_box(node), PRUNED)
         self.pruned_nodes += n
         self.done += n
 
@@ -151,22 +160,22 @@ class FlashSearch:
             self._prune_up(node)
             return None
         ev = self._evaluate(node)
-        ok = {"full": ev.anonymous, "implied": ev.implied_k_ok, "strict": ev.anonymous_strict}[self.mode]
+        mode = self.mode
+        ok = ev.anonymous if mode == "full" else ev.implied_k_ok if mode == "implied" else ev.anonymous_strict
         st = self.status
         if ok:
-            mask = self.lattice.generalizations_mask(node) & (st == UNKNOWN)
-            st[mask] = YES
+            self.done += self._tag(self.lattice.up_box(node), YES)
         else:
-            mask = self.lattice.specializations_mask(node) & (st == UNKNOWN)
-            st[mask] = NO
+            self.done += self._tag(self.lattice.down_box(node), NO)
         st[node] = YES if ok else NO
-        self.done += int(mask.sum())
         if self.bound_pruning and ev.bound > -math.inf and self._cannot_win(node, ev.bound):
             # nothing above can beat the best: stop classifying there (§3.4 cases 3/5)
-            gen = self.lattice.generalizations_mask(node) & ((st == UNKNOWN) | (st == YES))
-            gen[node] = False
-            self.done += int((gen & (st == UNKNOWN)).sum())
-            st[gen] = PRUNED
+            part = self._grid[self.lattice.up_box(node)]
+            unknown = part == UNKNOWN
+            gen = unknown | (part == YES)
+            gen.flat[0] = False  # the node itself (corner of its box) keeps its tag
+            self.done += int(np.count_nonzero(unknown & gen))
+            part[gen] = PRUNED
         self._report()
         return ok
 
@@ -200,12 +209,29 @@ class FlashSearch:
                 heapq.heappush(queue, (int(rank[node]), node))
                 low = mid + 1
 
+    def _next_unknown(self, order: np.ndarray, pos: int, chunk: int = 256) -> int:
+        """Position of the first node at or after `pos` in `order` that is still UNKNOWN (or len)."""
+        st = self.status
+        n = order.shape[0]
+        while pos < n:
+            hits = np.flatnonzero(st[order[pos:pos + chunk]] == UNKNOWN)
+            if hits.size:
+                return pos + int(hits[0])
+            pos += chunk
+        return n
+
     def _phase1(self) -> None:
         st = self.status
         queue: list[tuple[int, int]] = []
-        for node in self.lattice.order.tolist():
-            if st[node] != UNKNOWN:
-                continue
+        order = self.lattice.order
+        pos = 0
+        while True:
+            # the stable order, skipping tagged nodes (vectorized: most of a lattice is tagged)
+            pos = self._next_unknown(order, pos)
+            if pos >= order.shape[0]:
+                break
+            node = int(order[pos])
+            pos += 1
             self._check_path(self._find_path(node), queue)
             while queue:
                 _, head = heapq.heappop(queue)
@@ -261,6 +287,7 @@ class FlashSearch:
         # exact loss without grouping: the node is known to need no suppression
         full_no_suppression = self.mode == "full" and self.checker.suppression_limit == 0
         pruned = np.zeros(lat.size, dtype=bool)
+        pruned_grid = lat.grid(pruned)
         rank = lat.rank
         for node in order:
             self.done += 1
@@ -282,7 +309,7 @@ class FlashSearch:
                     continue
             ev = self._evaluate(node)
             if self.best_rank >= 0 and ev.bound > self.best_loss + tolerance(self.best_loss):
-                pruned |= lat.generalizations_mask(node)
+                pruned_grid[lat.up_box(node)] = True
             if self.done % 64 == 0:
                 self._report()
 

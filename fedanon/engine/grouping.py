@@ -1,10 +1,15 @@
 """Vectorized transform-and-group with roll-up and a bounded snapshot history (§3.6).
 
 Rows are never visited in Python: a node's generalized QI codes are gathered
-through per-level code maps, combined into one int64 mixed-radix key per row and
-grouped with `np.unique`. Because hierarchies are monotone, the classes of a more
-general node are unions of the classes of any more specific node, so once a node
-was grouped we can roll up from its (much smaller) class table instead of the rows.
+through per-level code maps and combined into one mixed-radix key per row, in the
+narrowest unsigned type that holds the node's key span (1-4 bytes per row instead
+of 8: building the key was the largest part of a row grouping). Where the span is
+small the keys are grouped by counting -- one `bincount` gives the class sizes and
+the present keys, whose mixed-radix digits are the class codes -- so the cost is
+linear in the rows; larger spans are grouped with one sort. Because hierarchies
+are monotone, the classes of a more general node are unions of the classes of any
+more specific node, so once a node was grouped we can roll up from its (much
+smaller) class table instead of the rows.
 """
 
 from __future__ import annotations
@@ -46,31 +51,81 @@ def narrowest_uint(max_value: int) -> type:
     return np.uint64
 
 
-def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Group rows of integer columns; returns (index of a representative per group, inverse).
+def key_dtype(span: int) -> type:
+    """Narrowest type for mixed-radix keys in [0, span): unsigned up to 32 bits, else int64
+    (what the sort path packs into)."""
+    if span <= 1 << 8:
+        return np.uint8
+    if span <= 1 << 16:
+        return np.uint16
+    if span <= 1 << 32:
+        return np.uint32
+    return np.int64
 
-    Columns are folded into one int64 mixed-radix key; when the radix product would
-    overflow, the partial key is compacted to dense group ids first.
+
+def combined_key(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, int, bool]:
+    """Fold integer columns into one mixed-radix key per row: (key, span, exact).
+
+    `exact`: the key is the plain mixed radix number of the column values (so its
+    digits are the values); False when the radix product would overflow 62 bits and
+    a partial key had to be compacted to dense group ids first. The key has the
+    narrowest type for its span (`key_dtype`); columns must be non-negative integers
+    below their radix.
     """
     n = columns[0].shape[0]
+    total = 1
+    for radix in radices:
+        if radix > 1:
+            total *= radix
+    exact = total < _KEY_LIMIT
+    dtype = key_dtype(total) if exact else np.int64
     key: np.ndarray | None = None
     span = 1
     for col, radix in zip(columns, radices):
         if radix <= 1:
             continue
         if key is None:
-            key = col.astype(np.int64)
+            key = col.astype(dtype)
             span = radix
             continue
         if span * radix >= _KEY_LIMIT:
             first, key = group_key(key, span)
             span = max(int(first.shape[0]), 1)
-        np.multiply(key, radix, out=key)  # in place: no temporaries on large tables
-        np.add(key, col, out=key)
+        # in place: no temporaries on large tables; values stay below the final span,
+        # so the unsafe cast of a wider column into a narrow key is exact
+        np.multiply(key, radix, out=key)
+        np.add(key, col, out=key, casting="unsafe")
         span *= radix
     if key is None:
-        key = np.zeros(n, dtype=np.int64)
+        key = np.zeros(n, dtype=np.uint8)
+    return key, span, exact
+
+
+def mixed_radix_digits(keys: np.ndarray, radices: list[int]) -> np.ndarray:
+    """Column values of exact keys (`combined_key`): int32 (len(keys), len(radices))."""
+    out = np.zeros((keys.shape[0], len(radices)), dtype=np.int32)
+    rest = keys.astype(np.int64)
+    for i in range(len(radices) - 1, -1, -1):
+        radix = radices[i]
+        if radix > 1:
+            rest, digit = np.divmod(rest, radix)
+            out[:, i] = digit
+    return out
+
+
+def group_keys(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows of integer columns; returns (index of a representative per group, inverse).
+
+    Columns are folded into one mixed-radix key (`combined_key`); group ids follow
+    ascending key order.
+    """
+    key, span, _ = combined_key(columns, radices)
     return group_key(key, span)
+
+
+def counting_span(n: int) -> int:
+    """Largest key span grouped by counting instead of sorting (linear in rows and span)."""
+    return max(4 * n, 1 << 16)
 
 
 _ROW_INDEX = np.arange(0, dtype=np.int64)
@@ -96,7 +151,7 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    if span <= max(4 * n, 1 << 16):
+    if span <= counting_span(n):
         # mark present keys, number them in key order; `dense` is only read where written,
         # so it needs no initialization and no running sum over the whole span
         present = np.zeros(span, dtype=bool)
@@ -129,6 +184,7 @@ def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray
     faster than the rows.
     """
     n = key.shape[0]
+    key = key.astype(np.int64, copy=False)
     bits = max(1, (n - 1).bit_length())
     if span > 1 << (63 - bits):
         order = np.argsort(key)
@@ -245,12 +301,51 @@ class Grouper:
         """Group the full table at `levels` (no snapshot used)."""
         self.row_groupings += 1
         cols = [self._column(i, l) for i, l in enumerate(levels)]
-        first, inverse = group_keys(cols, self._radices(levels))
+        radices = self._radices(levels)
+        key, span, exact = combined_key(cols, radices)
+        n = self.n_rows
+        if exact and span <= counting_span(n):
+            return self._count_rows(tuple(levels), key, span, radices, keep_rows)
+        first, inverse = group_key(key, span)
         n_classes = first.shape[0]
         codes = np.empty((n_classes, len(levels)), dtype=np.int32)
         for i, col in enumerate(cols):
             codes[:, i] = col[first]
-        sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64, copy=False)
+        return self._row_stats(tuple(levels), codes, inverse, None, keep_rows)
+
+    def _count_rows(self, levels: tuple[int, ...], key: np.ndarray, span: int, radices: list[int],
+                    keep_rows: bool) -> Classes:
+        """Group rows by counting their exact keys: the present keys are the classes (in
+        ascending key order, as the sort path), their digits the class codes."""
+        counts = np.bincount(key, minlength=span)
+        present = np.flatnonzero(counts)
+        codes = mixed_radix_digits(present, radices)
+        sizes = counts[present]
+        need_inverse = keep_rows or bool(self.sparse) or any(
+            span * d > counting_span(self.n_rows) for d in self.sensitive_sizes.values())
+        if not need_inverse:
+            # every statistic by counting over the key span, compressed to the present keys
+            hists = {}
+            for attr, scodes in self.sensitive_codes.items():
+                d = self.sensitive_sizes[attr]
+                cell = key.astype(np.int64)
+                np.multiply(cell, d, out=cell)
+                np.add(cell, scodes, out=cell)
+                hists[attr] = np.bincount(cell, minlength=span * d).reshape(span, d)[present]
+            subset_sizes = None
+            if self.subset is not None:
+                subset_sizes = np.bincount(key, weights=self.subset, minlength=span)[present].round().astype(np.int64)
+            return Classes(levels, codes, ClassStats(sizes, hists, subset_sizes))
+        dense = np.empty(span, dtype=np.int64)  # read only where written
+        dense[present] = row_index(present.shape[0])
+        return self._row_stats(levels, codes, dense[key], sizes, keep_rows)
+
+    def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray, inverse: np.ndarray,
+                   sizes: np.ndarray | None, keep_rows: bool) -> Classes:
+        """Classes from the class of each row: sizes, sensitive histograms, subset counts."""
+        n_classes = codes.shape[0]
+        if sizes is None:
+            sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64, copy=False)
         hists = {}
         for attr, scodes in self.sensitive_codes.items():
             d = self.sensitive_sizes[attr]
@@ -261,7 +356,7 @@ class Grouper:
         subset_sizes = None
         if self.subset is not None:
             subset_sizes = np.bincount(inverse, weights=self.subset, minlength=n_classes).round().astype(np.int64)
-        return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes), inverse if keep_rows else None)
+        return Classes(levels, codes, ClassStats(sizes, hists, subset_sizes), inverse if keep_rows else None)
 
     def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
         """Classes at `levels` from the classes of a more specific node `base`."""

@@ -99,20 +99,43 @@ class Lattice:
         return int((lv * self.strides).sum())
 
     def node_levels(self, node: int) -> tuple[int, ...]:
-        return tuple(int(x) for x in self.levels[node])
+        return tuple(self.levels[node].tolist())
+
+    @cached_property
+    def _steps(self) -> list[tuple[int, int, int]]:
+        """(QI, stride, max level) per QI in descending QI order = ascending stride."""
+        return [(i, int(self.strides[i]), int(self.max_levels[i])) for i in range(len(self.heights) - 1, -1, -1)]
 
     def successors(self, node: int) -> list[int]:
-        """Direct generalizations, in stable order (ascending id == lexicographic for one step up)."""
-        lv = self.levels[node]
-        out = [node + int(self.strides[i]) for i in range(len(self.heights)) if lv[i] < self.max_levels[i]]
-        out.sort(key=lambda n: self.rank[n])
-        return out
+        """Direct generalizations in stable order.
+
+        All successors have the same total level, and raising a later QI gives a
+        lexicographically smaller vector and a smaller id, so ascending id is the
+        stable order: no sort needed.
+        """
+        lv = self.levels[node].tolist()
+        return [node + stride for i, stride, top in self._steps if lv[i] < top]
 
     def predecessors(self, node: int) -> list[int]:
-        lv = self.levels[node]
-        out = [node - int(self.strides[i]) for i in range(len(self.heights)) if lv[i] > 0]
-        out.sort(key=lambda n: self.rank[n])
-        return out
+        """Direct specializations in stable order (ascending id, as for successors)."""
+        lv = self.levels[node].tolist()
+        return [node - stride for i, stride, _ in reversed(self._steps) if lv[i] > 0]
+
+    # Per-node state arrays indexed by node id are C-order arrays of shape `heights`
+    # (QI 0 is the most significant digit of an id), so the generalizations of a node
+    # are the box [l0:, l1:, ...] and its specializations the box [:l0+1, :l1+1, ...]:
+    # tagging touches only the box, not every node of the lattice.
+    def grid(self, per_node: np.ndarray) -> np.ndarray:
+        """A view of a flat per-node array as the lattice's level grid."""
+        return per_node.reshape(self.heights)
+
+    def up_box(self, node: int) -> tuple[slice, ...]:
+        """Index of every generalization of `node` (itself included) in a `grid` view."""
+        return tuple(slice(l, None) for l in self.levels[node].tolist())
+
+    def down_box(self, node: int) -> tuple[slice, ...]:
+        """Index of every specialization of `node` (itself included) in a `grid` view."""
+        return tuple(slice(0, l + 1) for l in self.levels[node].tolist())
 
     def generalizations_mask(self, node: int) -> np.ndarray:
         """Every node >= node (including itself)."""

@@ -103,6 +103,8 @@ class ClassJudge:
 
     def failing_classes(self, stats: ClassStats) -> np.ndarray:
         """Which classes fail some criterion (they are suppressed in the output)."""
+        if len(self.criteria) == 1:
+            return ~np.asarray(self.criteria[0].classes_ok(stats), dtype=bool)
         failing = np.zeros(stats.sizes.shape[0], dtype=bool)
         for c in self.criteria:
             failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)

@@ -23,6 +23,8 @@ from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 
 _KEY_LIMIT = 1 << 62
+_FREE_LEVEL = np.iinfo(np.int16).max
+_FREE_COST = np.iinfo(np.int64).max
 
 
 @dataclass
@@ -260,8 +262,17 @@ class Grouper:
         by_memory = (history_mib << 20) // per_class
         self.history_budget = max(1, min(int(history_budget * self.n_rows), by_memory))
         self._history_classes = 0
-        self._history_levels: np.ndarray | None = None  # matrix of stored levels, rebuilt lazily
         self._history: "OrderedDict[tuple[int, ...], Classes]" = OrderedDict()
+        # stored snapshots in fixed slots, so finding the cheapest stored specialization is
+        # one vectorized comparison with no per-check rebuilding; a free slot's levels are
+        # above every node (never "below") and its cost is the maximum
+        self._slot_levels = np.full((history_size, self.qi_codes.shape[1]), _FREE_LEVEL, dtype=np.int16)
+        self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)
+        self._slot_used = np.zeros(history_size, dtype=np.int64)  # last use: LRU position, breaks ties
+        self._tick = 0
+        self._slot_snap: list[Classes | None] = [None] * history_size
+        self._slot_of: dict[tuple[int, ...], int] = {}
+        self._free_slots = list(range(history_size - 1, -1, -1))
         self._level_maps: dict[tuple[int, int, int], np.ndarray] = {}
         self.rollups = 0
         self.row_groupings = 0
@@ -407,27 +418,32 @@ class Grouper:
         levels = tuple(int(x) for x in levels)
         hit = self._history.get(levels)
         if hit is not None:
-            self._history.move_to_end(levels)
+            self._touch(levels)
             return hit, True
         best: Classes | None = None
         if self._history:
-            if self._history_levels is None:
-                self._history_snaps = list(self._history.values())
-                self._history_levels = np.array([sn.levels for sn in self._history_snaps], dtype=np.int16)
-                self._history_counts = np.fromiter((sn.rollup_cost for sn in self._history_snaps), dtype=np.int64,
-                                                   count=len(self._history_snaps))
-            below = np.flatnonzero((self._history_levels <= np.array(levels, dtype=np.int16)).all(axis=1))
-            if below.size:
-                best = self._history_snaps[int(below[np.argmin(self._history_counts[below])])]
+            below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
+            cost = np.where(below, self._slot_cost, _FREE_COST)
+            cheapest = cost.min()
+            if cheapest < _FREE_COST:
+                # the least recently used of the cheapest (the order the LRU list had)
+                slot = int(np.argmin(np.where(cost == cheapest, self._slot_used, _FREE_COST)))
+                best = self._slot_snap[slot]
         if best is not None:
             result = self.rollup(best, levels)
-            self._history.move_to_end(best.levels)
+            self._touch(best.levels)
             rolled = True
         else:
             result = self.group_rows(levels, keep_rows=keep_rows)
             rolled = False
         self.remember(result)
         return result, rolled
+
+    def _touch(self, levels: tuple[int, ...]) -> None:
+        """Mark a stored snapshot as most recently used."""
+        self._history.move_to_end(levels)
+        self._tick += 1
+        self._slot_used[self._slot_of[levels]] = self._tick
 
     def remembers(self, levels: tuple[int, ...]) -> bool:
         """Whether a snapshot of `levels` is stored (callers caching their own per-node sums use it)."""
@@ -441,9 +457,23 @@ class Grouper:
             return
         snapshot = Classes(classes.levels, classes.codes, classes.stats)
         snapshot.rollup_cost = _rollup_cost(snapshot)
+        while self._history and (len(self._history) >= self.history_size
+                                 or self._history_classes + classes.count > self.history_budget):
+            old_levels, old = self._history.popitem(last=False)
+            self._history_classes -= old.count
+            slot = self._slot_of.pop(old_levels)
+            self._slot_levels[slot] = _FREE_LEVEL
+            self._slot_cost[slot] = _FREE_COST
+            self._slot_snap[slot] = None
+            self._free_slots.append(slot)
+        if classes.count > self.history_budget:
+            return
+        slot = self._free_slots.pop()
         self._history[classes.levels] = snapshot
         self._history_classes += classes.count
-        while len(self._history) > self.history_size or self._history_classes > self.history_budget:
-            _, old = self._history.popitem(last=False)
-            self._history_classes -= old.count
-        self._history_levels = None
+        self._slot_of[classes.levels] = slot
+        self._slot_levels[slot] = classes.levels
+        self._slot_cost[slot] = snapshot.rollup_cost
+        self._slot_snap[slot] = snapshot
+        self._tick += 1
+        self._slot_used[slot] = self._tick

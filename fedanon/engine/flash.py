@@ -99,13 +99,12 @@ class FlashSearch:
         self.best_node = -1
         self.best_loss = math.inf
         self.best_rank = -1
-        sb = checker.static_bounds(lattice.levels.astype(np.int64))
         # per node, or None when the metric has no cheap bound. In the fully monotone case
         # (§3.4 case 1) bound pruning during phase 1 only shortens Flash's paths and costs
         # checks, so it is used only when a second phase would otherwise be needed.
         fully_monotone = checker.anonymity_monotone and checker.metric_monotone
         self.bound_pruning = not fully_monotone
-        self.static_bounds = sb if self.bound_pruning else None
+        self.static_bounds = checker.static_bounds(lattice.levels.astype(np.int64)) if self.bound_pruning else None
         self.pruned_nodes = 0
         self.phase2_order = "bound"
 

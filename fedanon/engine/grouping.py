@@ -23,6 +23,8 @@ from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 
 _KEY_LIMIT = 1 << 62
+_BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
+_BLOCK_SPAN = 1 << 16  # largest key span counted block by block (the counts stay in L2)
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
 
@@ -65,6 +67,27 @@ def key_dtype(span: int) -> type:
     return np.int64
 
 
+def gather(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """`table[index]` block by block: NumPy converts a narrow index to a full-size intp
+    temporary first, which on millions of rows cost more than the gather itself."""
+    n = index.shape[0]
+    if n <= _BLOCK_ROWS:
+        return table[index]
+    out = np.empty(n, dtype=table.dtype)
+    for start in range(0, n, _BLOCK_ROWS):
+        out[start:start + _BLOCK_ROWS] = table[index[start:start + _BLOCK_ROWS]]
+    return out
+
+
+def key_span(radices: list[int]) -> tuple[int, bool]:
+    """(span of the mixed-radix key, exact): exact if it fits without compaction."""
+    total = 1
+    for radix in radices:
+        if radix > 1:
+            total *= radix
+    return total, total < _KEY_LIMIT
+
+
 def combined_key(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndarray, int, bool]:
     """Fold integer columns into one mixed-radix key per row: (key, span, exact).
 
@@ -75,11 +98,7 @@ def combined_key(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndar
     below their radix.
     """
     n = columns[0].shape[0]
-    total = 1
-    for radix in radices:
-        if radix > 1:
-            total *= radix
-    exact = total < _KEY_LIMIT
+    total, exact = key_span(radices)
     dtype = key_dtype(total) if exact else np.int64
     key: np.ndarray | None = None
     span = 1
@@ -154,17 +173,9 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     if span <= counting_span(n):
-        # mark present keys, number them in key order; `dense` is only read where written,
-        # so it needs no initialization and no running sum over the whole span
-        present = np.zeros(span, dtype=bool)
-        present[key] = True
-        keys_present = np.flatnonzero(present)
-        n_groups = int(keys_present.shape[0])
-        dense = np.empty(span, dtype=np.int64)
-        dense[keys_present] = row_index(n_groups)
-        inverse = dense[key]
+        keys_present, inverse = count_keys(key, span)
         # any member represents a group: all members share every column value
-        first = np.empty(n_groups, dtype=np.int64)
+        first = np.empty(keys_present.shape[0], dtype=np.int64)
         first[inverse] = row_index(n)
         return first, inverse
     order, sorted_key = _sort_with_order(key, span)
@@ -175,6 +186,22 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = group_of_sorted
     return order[boundary], inverse
+
+
+def count_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group keys in [0, span) by counting: (present keys ascending, group id per key).
+
+    Marks present keys and numbers them in key order; `dense` is only read where
+    written, so it needs no initialization and no running sum over the whole span.
+    Linear in len(key) + span.
+    """
+    present = np.zeros(span, dtype=bool)
+    for start in range(0, key.shape[0], _BLOCK_ROWS):  # blocks: no full-size intp copy of a narrow key
+        present[key[start:start + _BLOCK_ROWS]] = True
+    keys_present = np.flatnonzero(present)
+    dense = np.empty(span, dtype=np.int64)
+    dense[keys_present] = row_index(keys_present.shape[0])
+    return keys_present, gather(dense, key)
 
 
 def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
@@ -230,7 +257,7 @@ class Grouper:
         snapshot_fraction: float = 0.6,
         history_budget: float = 8.0,
         history_mib: int = 96,
-        column_cache_mib: int = 96,
+        column_cache_mib: int = 160,
         sparse_domain: int = 32,
     ) -> None:
         # one contiguous int32 column per QI, and nothing else per row: a column that already is
@@ -247,6 +274,8 @@ class Grouper:
         self.subset = None if subset is None else subset.astype(np.int64)
         # sensitive attributes with more distinct values than this keep sparse class histograms
         self.sparse = {a for a, d in self.sensitive_sizes.items() if d > sparse_domain}
+        # the source of every generalized column (used as they are: no extra copy per row)
+        self._base_columns = self._qi_columns
         # generalized codes in the narrowest unsigned type: 1-2 bytes per row and level instead
         # of 4, so on millions of rows 4x more cached columns fit and gathers move less memory
         self._narrow_maps = [m.astype(narrowest_uint(int(m.max()) if m.size else 0)) for m in code_maps]
@@ -266,7 +295,7 @@ class Grouper:
         # stored snapshots in fixed slots, so finding the cheapest stored specialization is
         # one vectorized comparison with no per-check rebuilding; a free slot's levels are
         # above every node (never "below") and its cost is the maximum
-        self._slot_levels = np.full((history_size, self.qi_codes.shape[1]), _FREE_LEVEL, dtype=np.int16)
+        self._slot_levels = np.full((history_size, self.n_qis), _FREE_LEVEL, dtype=np.int16)
         self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)
         self._slot_used = np.zeros(history_size, dtype=np.int64)  # last use: LRU position, breaks ties
         self._tick = 0
@@ -287,7 +316,13 @@ class Grouper:
         key = (qi, level)
         col = self._columns.get(key)
         if col is None:
-            col = self._narrow_maps[qi][level][self._qi_columns[qi]]
+            # from the most general cached lower level if any: its 1-2 byte codes are read
+            # instead of the 4-byte input codes (on millions of rows not every column fits)
+            src = max((l for l in range(level) if (qi, l) in self._columns), default=None)
+            if src is None:
+                col = gather(self._narrow_maps[qi][level], self._base_columns[qi])
+            else:
+                col = gather(self._narrow_level_map(qi, src, level), self._columns[(qi, src)])
             if self._column_bytes + col.nbytes <= self.column_cache_bytes:
                 self._columns[key] = col
                 self._column_bytes += col.nbytes
@@ -304,6 +339,15 @@ class Grouper:
             self._level_maps[key] = m
         return m
 
+    def _narrow_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
+        """`_level_map` in the narrowest unsigned type of the destination codes."""
+        key = (qi, src, dst, "narrow")
+        m = self._level_maps.get(key)
+        if m is None:
+            m = self._level_map(qi, src, dst).astype(self._narrow_maps[qi].dtype)
+            self._level_maps[key] = m
+        return m
+
     def _radices(self, levels: tuple[int, ...]) -> list[int]:
         return [self.level_sizes[i][l] for i, l in enumerate(levels)]
 
@@ -313,10 +357,14 @@ class Grouper:
         self.row_groupings += 1
         cols = [self._column(i, l) for i, l in enumerate(levels)]
         radices = self._radices(levels)
+        span, exact = key_span(radices)
+        if exact and span <= _BLOCK_SPAN and not keep_rows and not self.sparse and all(
+                span * d <= _BLOCK_SPAN for d in self.sensitive_sizes.values()):
+            return self._count_blocks(tuple(levels), cols, radices, span)
         key, span, exact = combined_key(cols, radices)
-        n = self.n_rows
-        if exact and span <= counting_span(n):
-            return self._count_rows(tuple(levels), key, span, radices, keep_rows)
+        if exact and span <= counting_span(self.n_rows):
+            keys_present, inverse = count_keys(key, span)  # the class codes are the keys' digits
+            return self._row_stats(tuple(levels), mixed_radix_digits(keys_present, radices), inverse, None, keep_rows)
         first, inverse = group_key(key, span)
         n_classes = first.shape[0]
         codes = np.empty((n_classes, len(levels)), dtype=np.int32)
@@ -324,32 +372,36 @@ class Grouper:
             codes[:, i] = col[first]
         return self._row_stats(tuple(levels), codes, inverse, None, keep_rows)
 
-    def _count_rows(self, levels: tuple[int, ...], key: np.ndarray, span: int, radices: list[int],
-                    keep_rows: bool) -> Classes:
-        """Group rows by counting their exact keys: the present keys are the classes (in
-        ascending key order, as the sort path), their digits the class codes."""
-        counts = np.bincount(key, minlength=span)
-        present = np.flatnonzero(counts)
-        codes = mixed_radix_digits(present, radices)
-        sizes = counts[present]
-        need_inverse = keep_rows or bool(self.sparse) or any(
-            span * d > counting_span(self.n_rows) for d in self.sensitive_sizes.values())
-        if not need_inverse:
-            # every statistic by counting over the key span, compressed to the present keys
-            hists = {}
+    def _count_blocks(self, levels: tuple[int, ...], cols: list[np.ndarray], radices: list[int],
+                      span: int) -> Classes:
+        """Every statistic by counting keys over the span, block by block of rows.
+
+        Blocks of `_BLOCK_ROWS` keep the keys and bincount's temporaries in cache: on
+        millions of rows one whole-table bincount cost 6-9x more per row than on one
+        million (a fresh 8-byte copy of every key). The present keys are the classes, in
+        ascending key order as on the sort path; their digits are the class codes.
+        """
+        n = self.n_rows
+        counts = np.zeros(span, dtype=np.int64)
+        cells = {a: np.zeros(span * d, dtype=np.int64) for a, d in self.sensitive_sizes.items()}
+        subset = None if self.subset is None else np.zeros(span, dtype=np.float64)
+        for start in range(0, max(n, 1), _BLOCK_ROWS):
+            stop = min(n, start + _BLOCK_ROWS)
+            key, _, _ = combined_key([c[start:stop] for c in cols], radices)
+            counts += np.bincount(key, minlength=span)
             for attr, scodes in self.sensitive_codes.items():
                 d = self.sensitive_sizes[attr]
                 cell = key.astype(np.int64)
                 np.multiply(cell, d, out=cell)
-                np.add(cell, scodes, out=cell)
-                hists[attr] = np.bincount(cell, minlength=span * d).reshape(span, d)[present]
-            subset_sizes = None
-            if self.subset is not None:
-                subset_sizes = np.bincount(key, weights=self.subset, minlength=span)[present].round().astype(np.int64)
-            return Classes(levels, codes, ClassStats(sizes, hists, subset_sizes))
-        dense = np.empty(span, dtype=np.int64)  # read only where written
-        dense[present] = row_index(present.shape[0])
-        return self._row_stats(levels, codes, dense[key], sizes, keep_rows)
+                np.add(cell, scodes[start:stop], out=cell)
+                cells[attr] += np.bincount(cell, minlength=span * d)
+            if subset is not None:
+                subset += np.bincount(key, weights=self.subset[start:stop], minlength=span)
+        present = np.flatnonzero(counts)
+        codes = mixed_radix_digits(present, radices)
+        hists = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
+        subset_sizes = None if subset is None else subset[present].round().astype(np.int64)
+        return Classes(levels, codes, ClassStats(counts[present], hists, subset_sizes))
 
     def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray, inverse: np.ndarray,
                    sizes: np.ndarray | None, keep_rows: bool) -> Classes:

@@ -53,11 +53,8 @@ class Lattice:
                 f"(limit {MAX_NODES:,}); use the heuristic search (a node budget below the lattice size)"
             )
         q = len(self.heights)
-        ids = np.arange(self.size, dtype=np.int64)
-        levels = np.empty((self.size, q), dtype=np.int16)
-        for i in range(q):
-            levels[:, i] = (ids // self.strides[i]) % self.heights[i]
-        return levels
+        # node ids are C-order positions in the grid of shape `heights`
+        return np.ascontiguousarray(np.indices(self.heights, dtype=np.int16).reshape(q, -1).T)
 
     @cached_property
     def _level_columns(self) -> list[np.ndarray]:
@@ -69,10 +66,12 @@ class Lattice:
 
     @cached_property
     def order(self) -> np.ndarray:
-        """Stable order (§3.8): lower total level first, then lexicographically smaller vector."""
-        levels = self.levels
-        keys = [levels[:, i] for i in range(len(self.heights) - 1, -1, -1)] + [self.total]
-        return np.lexsort(keys)
+        """Stable order (§3.8): lower total level first, then lexicographically smaller vector.
+
+        Ids are mixed-radix numbers with QI 0 most significant, so ascending id is the
+        lexicographic order and a stable sort of the ids by total level is the whole order.
+        """
+        return np.argsort(self.total, kind="stable")
 
     @cached_property
     def rank(self) -> np.ndarray:

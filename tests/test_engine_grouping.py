@@ -1,0 +1,265 @@
+"""Grouping paths of engine/grouping.py against an independent reference.
+
+The grouper picks one of several ways to group rows (counting in blocks, counting
+with a dense renumbering, one sort, a sort after compacting an overflowing key) and
+rolls up from stored snapshots. Every path must give the same classes in the same
+canonical order: ascending mixed-radix key, i.e. lexicographic order of the class's
+generalized code tuple (QI 0 most significant). The reference here groups plain
+Python tuples in a dict and sorts them -- no code shared with the engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fedanon.engine import grouping
+from fedanon.engine.grouping import (Grouper, combined_key, count_keys, gather, group_key, key_dtype,
+                                     mixed_radix_digits)
+from fedanon.engine.lattice import Lattice
+
+
+def reference_groups(keys: np.ndarray) -> tuple[list[int], list[int]]:
+    """(sorted distinct keys, group id per key) by a dict and sorted()."""
+    distinct = sorted(set(int(k) for k in keys.tolist()))
+    pos = {k: i for i, k in enumerate(distinct)}
+    return distinct, [pos[int(k)] for k in keys.tolist()]
+
+
+KEY_CASES = [
+    ("one row", np.array([0]), 1),
+    ("all equal", np.full(50, 7), 8),
+    ("span one", np.zeros(20, dtype=np.int64), 1),
+    ("top of span", np.array([0, 9, 9, 3, 0, 9]), 10),
+    ("dense small", np.random.default_rng(1).integers(0, 30, 500), 30),
+    ("sparse wide (sort path)", np.random.default_rng(2).integers(0, 1 << 40, 300), 1 << 40),
+    ("near 62 bits (argsort path)", np.random.default_rng(3).integers(0, 1 << 61, 200), 1 << 61),
+    ("many duplicates wide", np.random.default_rng(4).choice([5, 1 << 33, 12345678901], 400), (1 << 33) + 1),
+]
+
+
+@pytest.mark.parametrize("name,keys,span", KEY_CASES, ids=[c[0] for c in KEY_CASES])
+def test_group_key_counting_and_sorting_equal_reference(name, keys, span):
+    distinct, ids = reference_groups(keys)
+    first, inverse = group_key(keys.astype(np.int64), span)
+    assert inverse.tolist() == ids
+    assert keys[first].tolist() == distinct
+    if span <= grouping.counting_span(keys.shape[0]):
+        present, inv2 = count_keys(keys.astype(key_dtype(span)) if span <= 1 << 32 else keys, span)
+        assert present.tolist() == distinct and inv2.tolist() == ids
+
+
+def test_counting_and_sorting_agree_on_the_same_keys(monkeypatch):
+    """Force both paths on identical random keys (the choice is by span only)."""
+    rng = np.random.default_rng(5)
+    for n, span in [(1, 3), (17, 17), (1000, 5000), (3000, 100_000)]:
+        keys = rng.integers(0, span, n)
+        counted = group_key(keys, span)
+        monkeypatch.setattr(grouping, "counting_span", lambda n: 0)
+        sorted_ = group_key(keys, span)
+        monkeypatch.undo()
+        assert counted[1].tolist() == sorted_[1].tolist()
+        assert keys[counted[0]].tolist() == keys[sorted_[0]].tolist()
+
+
+def test_combined_key_is_the_mixed_radix_number_in_the_narrowest_type():
+    rng = np.random.default_rng(6)
+    for radices in ([2], [3, 1, 4], [256], [257], [16, 16, 16, 16], [1 << 16, 1 << 16], [70000, 70000], [1, 1]):
+        cols = [rng.integers(0, r, 40).astype(np.uint32) for r in radices]
+        key, span, exact = combined_key(cols, radices)
+        expected = [0] * 40
+        for col, r in zip(cols, radices):
+            expected = [e * r + int(v) for e, v in zip(expected, col.tolist())]
+        assert exact and key.tolist() == expected
+        assert span == int(np.prod([r for r in radices if r > 1], dtype=object)) if any(r > 1 for r in radices) else 1
+        assert key.dtype == key_dtype(span)
+        assert np.iinfo(key.dtype).max >= span - 1
+        digits = mixed_radix_digits(np.array(sorted(set(expected))), radices)
+        assert [tuple(r) for r in digits.tolist()] == sorted(set(zip(*[c.tolist() for c in cols])))
+
+
+def test_overflowing_key_is_compacted_and_still_groups_correctly():
+    rng = np.random.default_rng(7)
+    radices = [1 << 20] * 4  # 2^80: does not fit into one int64
+    cols = [rng.integers(0, 3, 300) * (1 << 18) for _ in radices]
+    key, span, exact = combined_key(cols, radices)
+    assert not exact
+    tuples = list(zip(*[c.tolist() for c in cols]))
+    first, inverse = group_key(key, span)
+    distinct = sorted(set(tuples))
+    assert [tuples[i] for i in first.tolist()] == distinct
+    assert [distinct[g] for g in inverse.tolist()] == tuples
+
+
+def test_blocked_gather_equals_plain_indexing(monkeypatch):
+    monkeypatch.setattr(grouping, "_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(8)
+    table = rng.integers(0, 200, 50).astype(np.uint8)
+    for n in (0, 1, 7, 8, 50, 51):
+        index = rng.integers(0, 50, n).astype(np.uint16)
+        assert gather(table, index).tolist() == table[index].tolist()
+
+
+# --------------------------------------------------------------------------- Grouper
+def random_problem(seed: int, n: int, sensitive_domains=(4,), with_subset=True):
+    """Random codes, monotone code maps (each level merges codes of the one below)."""
+    rng = np.random.default_rng(seed)
+    maps = []
+    for d0, height in [(7, 3), (30, 4), (2, 2), (300, 3)]:
+        levels = [np.arange(d0)]
+        for _ in range(height - 2):
+            levels.append(levels[-1] // 3)
+        levels.append(np.zeros(d0, dtype=np.int64))
+        maps.append(np.array(levels, dtype=np.int32))
+    qi = np.column_stack([rng.integers(0, m.shape[1], n) for m in maps]).astype(np.int32)
+    sens = {f"s{i}": rng.integers(0, d, n) for i, d in enumerate(sensitive_domains)}
+    sizes = {f"s{i}": d for i, d in enumerate(sensitive_domains)}
+    subset = rng.random(n) < 0.3 if with_subset else None
+    return qi, maps, sens, sizes, subset
+
+
+def reference_classes(qi, maps, sens, sizes, subset, levels):
+    """Classes by a dict over generalized tuples, sorted lexicographically."""
+    groups: dict[tuple, list[int]] = {}
+    for r in range(qi.shape[0]):
+        t = tuple(int(maps[i][l][qi[r, i]]) for i, l in enumerate(levels))
+        groups.setdefault(t, []).append(r)
+    out = []
+    for t in sorted(groups):
+        rows = groups[t]
+        hist = {a: np.bincount(sens[a][rows], minlength=sizes[a]).tolist() for a in sens}
+        out.append((t, len(rows), hist, None if subset is None else int(subset[rows].sum()), rows))
+    return out
+
+
+def assert_matches(classes, ref, sizes):
+    assert [tuple(c) for c in classes.codes.tolist()] == [r[0] for r in ref]
+    assert classes.stats.sizes.tolist() == [r[1] for r in ref]
+    for a in sizes:
+        assert np.asarray(classes.stats.histograms[a]).tolist() == [r[2][a] for r in ref]
+    if ref and ref[0][3] is not None:
+        assert classes.stats.subset_sizes.tolist() == [r[3] for r in ref]
+
+
+def all_levels(maps):
+    return list(itertools.product(*[range(m.shape[0]) for m in maps]))
+
+
+@pytest.mark.parametrize("block_rows", [1 << 18, 64])
+def test_group_rows_every_path_equals_reference(monkeypatch, block_rows):
+    """Every node of a small lattice, with blocks of the full table and of 64 rows
+    (the block loop, its last partial block included); a smaller block-counting span
+    so that all three paths occur on 1,000 rows."""
+    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 4096)
+    qi, maps, sens, sizes, subset = random_problem(9, 1000)
+    g = Grouper(qi, maps, sens, sizes, subset)
+    nodes = all_levels(maps)
+    paths = set()
+    for levels in nodes:
+        ref = reference_classes(qi, maps, sens, sizes, subset, levels)
+        classes = g.group_rows(levels)
+        assert_matches(classes, ref, sizes)
+        kept = g.group_rows(levels, keep_rows=True)
+        assert_matches(kept, ref, sizes)
+        for cls, r in enumerate(ref):
+            assert set(np.flatnonzero(kept.row_class == cls).tolist()) == set(r[4])
+        span = int(np.prod(g._radices(levels)))
+        paths.add("block" if span <= grouping._BLOCK_SPAN else
+                  "count" if span <= grouping.counting_span(g.n_rows) else "sort")
+    assert paths == {"block", "count", "sort"}
+
+
+def test_group_rows_without_subset_and_with_a_wide_sensitive_domain():
+    """A sensitive domain that makes span x domain too large for block counting."""
+    qi, maps, sens, sizes, subset = random_problem(10, 600, sensitive_domains=(3, 5000), with_subset=False)
+    g = Grouper(qi, maps, sens, sizes, None, sparse_domain=10**6)
+    for levels in [(0, 0, 0, 0), (1, 1, 1, 1), (2, 3, 1, 2), (0, 3, 1, 2)]:
+        assert_matches(g.group_rows(levels), reference_classes(qi, maps, sens, sizes, None, levels), sizes)
+
+
+def test_rollup_and_snapshot_choice_equal_rows_on_every_node():
+    """classes() on every node in a random order with a tiny history (evictions,
+    roll-ups from many different snapshots) equals grouping the rows."""
+    qi, maps, sens, sizes, subset = random_problem(11, 800)
+    g = Grouper(qi, maps, sens, sizes, subset, history_size=5)
+    fresh = Grouper(qi, maps, sens, sizes, subset)
+    nodes = all_levels(maps)
+    order = np.random.default_rng(12).permutation(len(nodes))
+    rolled = 0
+    for i in order.tolist():
+        levels = nodes[i]
+        classes, was_rolled = g.classes(levels)
+        rolled += was_rolled
+        direct = fresh.group_rows(levels)
+        assert classes.codes.tolist() == direct.codes.tolist()
+        assert classes.stats.sizes.tolist() == direct.stats.sizes.tolist()
+        assert classes.stats.subset_sizes.tolist() == direct.stats.subset_sizes.tolist()
+        for a in sizes:
+            assert np.asarray(classes.stats.histograms[a]).tolist() == np.asarray(direct.stats.histograms[a]).tolist()
+        if classes.rolled_from is not None:
+            assert all(s <= d for s, d in zip(classes.rolled_from, levels))
+            base = g.group_rows(classes.rolled_from)  # the mapping sends each finer class to its coarser one
+            assert classes.stats.sizes.tolist() == np.bincount(classes.mapping, weights=base.stats.sizes,
+                                                               minlength=classes.count).astype(int).tolist()
+    assert rolled >= 10  # roll-ups did happen (17 of 72 with this seed)
+    assert len(g._history) <= 5
+
+
+def test_snapshot_choice_is_the_cheapest_then_least_recently_used():
+    qi, maps, sens, sizes, subset = random_problem(13, 500, sensitive_domains=(), with_subset=False)
+    probe = Grouper(qi, maps, {}, {}, None)
+    counts = {lv: probe.group_rows(lv).count for lv in all_levels(maps)}
+    storable = [lv for lv, c in counts.items() if c <= probe.snapshot_limit]
+
+    def below(x, y):
+        return all(a <= b for a, b in zip(x, y))
+
+    # two stored specializations of different cost: the cheaper one is rolled up from
+    a, b = next((x, y) for x in storable for y in storable if counts[x] < counts[y] and not below(x, y)
+                and not below(y, x))
+    target = tuple(max(p, q) for p, q in zip(a, b))
+    for first, second in ((a, b), (b, a)):
+        g = Grouper(qi, maps, {}, {}, None)
+        g.remember(g.group_rows(first))
+        g.remember(g.group_rows(second))
+        classes, rolled = g.classes(target)
+        assert rolled and classes.rolled_from == a
+    # equal costs: the least recently used one wins
+    c, d = next((x, y) for x in storable for y in storable if x != y and counts[x] == counts[y]
+                and not below(x, y) and not below(y, x))
+    target = tuple(max(p, q) for p, q in zip(c, d))
+    g = Grouper(qi, maps, {}, {}, None)
+    g.remember(g.group_rows(c))
+    g.remember(g.group_rows(d))
+    assert g.classes(target)[0].rolled_from == c
+    g = Grouper(qi, maps, {}, {}, None)
+    g.remember(g.group_rows(c))
+    g.remember(g.group_rows(d))
+    g.classes(c)  # a hit: c is now the most recently used
+    assert g.classes(target)[0].rolled_from == d
+
+
+# --------------------------------------------------------------------------- lattice
+def test_lattice_order_neighbours_and_boxes_match_definitions():
+    lat = Lattice([2, 4, 1, 3, 2])
+    levels = lat.levels
+    ref = sorted(range(lat.size), key=lambda n: (int(levels[n].sum()), tuple(levels[n].tolist())))
+    assert lat.order.tolist() == ref
+    for node in range(lat.size):
+        lv = levels[node]
+        succ = lat.successors(node)
+        assert succ == sorted(succ, key=lambda s: lat.rank[s])
+        assert sorted(tuple(levels[s].tolist()) for s in succ) == sorted(
+            tuple(int(x) + (j == i) for j, x in enumerate(lv)) for i in range(len(lv)) if lv[i] < lat.heights[i] - 1)
+        pred = lat.predecessors(node)
+        assert pred == sorted(pred, key=lambda s: lat.rank[s])
+        assert len(pred) == int((lv > 0).sum())
+        up = np.zeros(lat.size, dtype=bool)
+        lat.grid(up)[lat.up_box(node)] = True
+        assert up.tolist() == (levels >= lv).all(axis=1).tolist()
+        down = np.zeros(lat.size, dtype=bool)
+        lat.grid(down)[lat.down_box(node)] = True
+        assert down.tolist() == (levels <= lv).all(axis=1).tolist()

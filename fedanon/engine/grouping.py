@@ -199,9 +199,11 @@ def count_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     for start in range(0, key.shape[0], _BLOCK_ROWS):  # blocks: no full-size intp copy of a narrow key
         present[key[start:start + _BLOCK_ROWS]] = True
     keys_present = np.flatnonzero(present)
-    dense = np.empty(span, dtype=np.int64)
+    # 4-byte group ids while they fit: the gather below is random access into a table
+    # of the whole span, so its width decides how much of it stays in cache
+    dense = np.empty(span, dtype=np.uint32 if keys_present.shape[0] <= 1 << 32 else np.int64)
     dense[keys_present] = row_index(keys_present.shape[0])
-    return keys_present, gather(dense, key)
+    return keys_present, gather(dense, key).astype(np.int64, copy=False)
 
 
 def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:

@@ -308,12 +308,16 @@ class _Primary(KeySharingPrimary):
                  "rows_released": int(out.n_rows),
                  "pseudotuples_dropped": int(n - keep.sum())}
         rows = decode_columns(out, plain)
-        self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report)
+        self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report,
+                     facts)
         return list(out.columns), rows, facts
 
     def _accept(self, columns: list[str], rows: list[list[str]], suppressed: np.ndarray,
-                report: dict[str, Any]) -> None:
+                report: dict[str, Any], timings: dict[str, Any]) -> None:
         """Check the decrypted result as B's and A's recipients do (`resultcheck.check_result`), then tell the helper.
+
+        The check's wall time lands in `timings` as `result_check_s` (the key holder's report), so
+        benchmarks tell this safeguard's cost from the protocol's own, as for A and B.
 
         A rejection raises `LocalFailure` (only its public part leaves this party); `guarded`
         turns it into a run-wide stop, and the helper sends `c/done` only after `c/accepted`.
@@ -321,7 +325,7 @@ class _Primary(KeySharingPrimary):
         transformation = report.get("transformation")
         problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution, columns, rows,
                                 np.asarray(suppressed, dtype=bool).tolist(),
-                                transformation if isinstance(transformation, dict) else None)
+                                transformation if isinstance(transformation, dict) else None, timings)
         if problems:
             raise LocalFailure(problems)
         send_control(self.transport, self.helper, "c/accepted", Verdict())

@@ -20,12 +20,10 @@ from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize, read_ta
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
 from fedanon.engine.config import DeltaPresence, LDiversity, TCloseness
 from fedanon.engine.hierarchy import Hierarchy
-from fedanon.errors import InputError
 from fedanon.protocols.counted_checks import (
     CountJudge,
     EncryptedCountChecker,
     RowCounters,
-    check_supported,
 )
 from fedanon.protocols.pseudotuples import resample_rows
 
@@ -104,6 +102,13 @@ CASES = [
     ("t-hier", AnonymizationConfig(QIS, k=1, suppression=0.04, metric="precision",
                                    t_closeness=TCloseness(0.2, "hierarchical", "salary-class"))),
     ("t-equal", AnonymizationConfig(QIS, k=1, metric="height", t_closeness=TCloseness(0.3, "equal", "occupation"))),
+    # entropy metrics: per-QI leaf counts at setup; with suppression, per-QI suppressed-row counts per check
+    ("nuem", AnonymizationConfig(QIS, k=5, metric="nonuniform-entropy")),
+    ("nuem-supp", AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy")),
+    ("nuem-monotonic-supp", AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy-monotonic")),
+    ("em-supp", AnonymizationConfig(QIS, k=3, suppression=0.04, metric="entropy")),
+    ("nuem-l-supp", AnonymizationConfig(QIS, k=2, suppression=0.04, metric="nonuniform-entropy",
+                                        l_diversity=LDiversity("recursive", 3, "occupation", c=4))),
 ]
 
 
@@ -116,6 +121,9 @@ def test_encrypted_counts_equal_centralized(adult, elgamal_key, name, cfg):
     assert loss == pytest.approx(ref_loss, rel=1e-9)
     assert sorted(map(tuple, out)) == sorted(map(tuple, ref_out))
     assert checker.checks > 0
+    # the suppression round runs exactly where the metric charges suppression
+    charged = cfg.suppression > 0 and cfg.metric in ("entropy", "nonuniform-entropy")
+    assert (checker.suppression_rounds > 0) == charged
 
 
 def test_delta_presence_with_subset_counters(adult, elgamal_key):
@@ -142,7 +150,3 @@ def test_paillier_counts_roll_up_and_pack(adult):
     assert sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
     assert checker.rollups > 0  # sums were rolled up from finer nodes' encrypted sums
 
-
-def test_entropy_metrics_are_refused():
-    with pytest.raises(InputError, match="Protocol C does not support metric"):
-        check_supported(AnonymizationConfig(QIS, k=2, metric="nonuniform-entropy"))

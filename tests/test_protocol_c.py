@@ -17,7 +17,6 @@ from fedanon.cli.simulate import result_summary
 from fedanon.crypto import paillier_rows
 from fedanon.engine.config import AnonymizationConfig, LDiversity
 from fedanon.engine.result import NoSolutionError
-from fedanon.errors import ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import LocalData
 from fedanon.protocols.equivalence import centralized, differences
@@ -135,13 +134,50 @@ def test_bad_options_stop_every_party_before_data_moves(example, options, needle
     assert all(needle in str(e) for e in run.errors.values()), run.errors
 
 
-def test_entropy_metric_is_refused_for_every_party(example):
+ENTROPY = ["nonuniform-entropy", "nonuniform-entropy-monotonic", "entropy"]
+
+
+def _suppression_rounds_as_expected(run: LocalRun, metric: str, suppression: float) -> None:
+    """The extra round (per-QI counts of suppressed rows) runs where, and only where, the metric charges
+    suppression -- so the ADULT cases exercise it, and the monotonic variant never pays for it. (On the
+    8-row example no anonymous node that suppresses is ever checked, so there it must not run.)"""
+    rounds = run.outcomes["helper"].report["suppression_rounds"]
+    assert (rounds > 0) == (suppression > 0 and metric != "nonuniform-entropy-monotonic"), rounds
+
+
+@pytest.mark.parametrize("suppression", [0.0, 0.25])
+@pytest.mark.parametrize("metric", ENTROPY)
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_entropy_metrics_equal_centralized(example, distribution, metric, suppression):
     columns, rows, hierarchies = example
-    run, _ = run_c(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2, metric="nonuniform-entropy"),
-                   "vertical", 2)
-    assert sorted(run.errors) == ["helper", "p1", "p2"]
-    assert all("does not support metric" in str(e) for e in run.errors.values())
-    assert all(isinstance(e, ProtocolError) for e in run.errors.values())
+    config = AnonymizationConfig(EX_QIS, k=2, suppression=suppression, metric=metric)
+    run = assert_equivalent(columns, rows, hierarchies, config, distribution, 2)
+    assert run.outcomes["helper"].report["suppression_rounds"] == 0
+
+
+@pytest.mark.parametrize("model,metric", [("k", "nonuniform-entropy"), ("k", "entropy"),
+                                          ("t-hierarchical", "nonuniform-entropy"),
+                                          ("k", "nonuniform-entropy-monotonic")])
+@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
+def test_adult_sample_entropy_with_suppression_equals_centralized(adult_sample, distribution, model, metric):
+    columns, rows, hierarchies = adult_sample
+    config = MODELS[model](ADULT_QIS, "salary-class", 0.03, metric)
+    if model == "k":
+        config.k = 5
+    run = assert_equivalent(columns, rows, hierarchies, config, distribution, 3)
+    _suppression_rounds_as_expected(run, metric, 0.03)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("distribution,metric,suppression", [
+    ("horizontal", "nonuniform-entropy", 0.03), ("vertical", "entropy", 0.03),
+    ("vertical", "nonuniform-entropy-monotonic", 0.0),
+])
+def test_paillier_entropy_equals_centralized(adult_sample, distribution, metric, suppression):
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, suppression=suppression, metric=metric)
+    run = assert_equivalent(columns, rows, hierarchies, config, distribution, 2, options={"counters": "paillier"})
+    _suppression_rounds_as_expected(run, metric, suppression)
 
 
 def test_no_solution_stops_everyone(example):
@@ -198,6 +234,48 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
                 assert name in ("sizes", "subset", "weights") or name.startswith("hist/"), name
                 if name != "weights":
                     assert body[0] in (0x50, 0x45)  # a counter-sum message (Paillier / ElGamal)
+
+
+def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
+    """Entropy with suppression: the helper gets, besides the usual answers, only the key holder's
+    suppression queries -- one fresh ciphertext per class, all distinct (which classes are suppressed
+    does not show); the key holder gets counter-sum messages (per-QI leaf counts, per-QI suppressed
+    counts) and the hierarchy's grouping shape as integers -- no cell, no value."""
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, suppression=0.03, metric="nonuniform-entropy")
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 3, record=True)
+    assert not run.errors, run.errors
+    queries = 0
+    for _, topic, blob in _received(run, "helper"):
+        if topic != "c/answer":
+            continue
+        if blob[:1] == b"{":
+            assert set(json.loads(blob)) == {"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"}
+            continue
+        parts = codec.unpack_message(blob)
+        assert set(parts) == {"control", "rows"}
+        n = json.loads(parts["control"])["suppressed_query"]
+        assert set(json.loads(parts["control"])) == {"suppressed_query"}
+        width = len(parts["rows"]) // n
+        cts = [parts["rows"][i:i + width] for i in range(0, len(parts["rows"]), width)]
+        assert len(cts) == n and len(set(cts)) == n  # Enc(0) and Enc(size) alike: all fresh
+        queries += 1
+    assert queries == run.outcomes["helper"].report["suppression_rounds"] > 0
+    names = set()
+    for _, topic, blob in _received(run, "p1"):
+        if topic not in ("c/setup", "c/check"):
+            continue
+        for name, body in codec.unpack_message(blob).items():
+            names.add(name.split("/")[0])
+            if name == "control":
+                assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
+                                                 "top", "leaves", "level_sizes", "marginals"}
+            elif name.startswith("groups/"):  # which leaves share a generalized value: integers, no values
+                assert len(body) % 4 == 0
+            else:
+                assert name == "sizes" or name.split("/")[0] in ("leaves", "marginal"), name
+                assert body[0] == 0x45  # an ElGamal counter-sum message
+    assert {"leaves", "groups", "marginal"} <= names
 
 
 def _features(table_codes: np.ndarray, counters: list[bytes]) -> np.ndarray:

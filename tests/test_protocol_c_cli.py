@@ -51,13 +51,14 @@ def test_counter_flags_need_protocol_c(tmp_path, capsys):
     assert len(err) == 1 and "--counters" in err[0] and "Protocol C" in err[0]
 
 
-def test_entropy_metric_is_refused_with_one_line(tmp_path, capsys):
-    code = main(["simulate", "--protocol", "C", "--in-memory", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--k", "2",
-                 "--metric", "nonuniform-entropy", "--output", str(tmp_path / "o.csv"), "-q"])
-    assert code != 0
-    err = capsys.readouterr().err
-    assert "does not support metric" in err and "Traceback" not in err
-    assert not (tmp_path / "o.csv").exists()
+@pytest.mark.parametrize("metric", ["nonuniform-entropy", "nonuniform-entropy-monotonic", "entropy"])
+def test_entropy_metrics_from_the_command_line(tmp_path, metric):
+    model = [*QI_FLAGS, "--k", "2", "--suppression", "0.25", "--metric", metric]
+    out, ref = tmp_path / "c.csv", tmp_path / "ref.csv"
+    assert main(["simulate", "--protocol", "C", "--counters", "elgamal", "--in-memory", "--split", "vertical",
+                 str(EXAMPLE / "example.csv"), *model, "--output", str(out), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *model, "--output", str(ref), "-q"]) == 0
+    assert _rows(out) == _rows(ref)
 
 
 @pytest.mark.slow

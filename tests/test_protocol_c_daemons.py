@@ -43,6 +43,8 @@ CASES = [
                                                   t_closeness=TCloseness(0.15, "hierarchical", "salary-class")), False),
     ("vertical", "elgamal", AnonymizationConfig(QIS, k=2, metric="aecs", delta_presence=DeltaPresence(0.0, 0.5)),
      True),
+    # entropy: per-QI leaf counts at setup, per-QI suppressed-row counts in the extra round
+    ("horizontal", "elgamal", AnonymizationConfig(QIS, k=5, suppression=0.03, metric="nonuniform-entropy"), False),
 ]
 
 
@@ -60,3 +62,5 @@ def test_three_primaries_over_daemons_equal_centralized(adult, tmp_path, split, 
     key_holder = sim.party_reports["p1"]
     assert key_holder["pseudotuples_dropped"] > 0 and key_holder["counters"] == counters
     assert helper["checks"] > 0 and helper["traffic"]["bytes_received_by_phase"]["anonymize"] > 0
+    if config.metric == "nonuniform-entropy":
+        assert helper["suppression_rounds"] > 0

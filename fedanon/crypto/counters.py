@@ -55,6 +55,11 @@ class CounterPublicKey(ABC):
         """Enc(1) for real rows, Enc(0) for pseudotuples, in row order, as bytes."""
 
     @abstractmethod
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
+        """Enc(v) of small non-negative integers, one fixed-width ciphertext each, as bytes
+        (the key holder's per-class answers in Protocol C's entropy metrics)."""
+
+    @abstractmethod
     def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
         """Parse the row counters once; pass the result to every `class_sums` call.
 
@@ -130,6 +135,10 @@ class PaillierCounterPublicKey(CounterPublicKey):
     def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         w = self.key.ciphertext_bytes
         return [int(c).to_bytes(w, "big") for c in self.key.encrypt_zero_one(real, workers=workers)]
+
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
+        w = self.key.ciphertext_bytes
+        return [int(c).to_bytes(w, "big") for c in self.key.encrypt_many(list(values), workers=workers)]
 
     def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
         rows = self.key.ciphertexts_from_bytes(b"".join(ciphertexts))
@@ -219,6 +228,9 @@ class ElGamalCounterPublicKey(CounterPublicKey):
 
     def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         return self.key.encrypt_zero_one(real, workers=workers)
+
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
+        return self.key.encrypt_many(list(values), workers=workers)
 
     def load(self, ciphertexts: Sequence[bytes], workers: int | None = 1) -> object:
         return elgamal.CiphertextVector(ciphertexts)  # sums need no worker: one combine call per class

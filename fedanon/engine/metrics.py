@@ -257,14 +257,23 @@ class _EntropyBase(Metric):
         if not failing.any():
             return base
         sizes = classes.stats.sizes[failing]
-        total = float(sizes.sum())
         codes = classes.codes[failing]  # one gather of the suppressed classes' rows
+        return base + self.suppressed_loss([np.bincount(codes[:, i], weights=sizes) for i in range(self.q)])
+
+    def suppressed_loss(self, marginals: list[np.ndarray]) -> float:
+        """What suppression adds: per QI, the suppressed rows generalized from their value to the root.
+
+        `marginals[i][v]` = suppressed rows whose QI-i value (at the node's level) is v, in any
+        order of v (zeros allowed). Public so that a party which learns only these per-QI
+        counts -- Protocol C's key holder, never the classes' values -- adds exactly the same.
+        """
         extra = []
-        for i in range(self.q):
-            counts = np.bincount(codes[:, i], weights=sizes).astype(np.float64)
+        for counts in marginals:
+            counts = np.asarray(counts, dtype=np.float64)
+            total = float(counts.sum())
             counts = counts[counts > 0]
             extra.append(_fsum(self._term(counts, np.full_like(counts, total))))
-        return base + math.fsum(extra)
+        return math.fsum(extra)
 
 
 class NonUniformEntropy(_EntropyBase):

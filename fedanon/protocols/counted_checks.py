@@ -17,6 +17,22 @@ the node with the engine's own `ClassJudge` -- criteria, suppression limit and m
 exactly as the centralized engine applies them. It answers only what the search uses:
 anonymous / anonymous without suppression / implied-k condition, loss and bound.
 
+The entropy metrics (§2.6.6, §3.6.2) need two more facts, both got without a cell value
+reaching the key holder and without a count reaching the helper:
+
+* once, at setup: per QI, the encrypted number of real rows per leaf value (in a fresh
+  random order) and, per hierarchy level, which of those leaves share a generalized value
+  (relabelled at random). The key holder decrypts them into the engine's `MetricContext`
+  in that permuted space; the per-level entropy tables the engine computes from it are
+  the centralized ones (sums over values, order-free), so every node's static loss is too;
+* per check that suppresses rows at an anonymous node (only for `entropy` and
+  `nonuniform-entropy`; the monotonic variant ignores suppression): the key holder
+  encrypts, per class in its permuted order, the class's true size if it is suppressed
+  and 0 otherwise, under its own counter key; the helper un-permutes them, sums them
+  homomorphically per (QI, generalized value) at the node's levels and sends the sums in
+  a fresh order per QI; the key holder decrypts the per-QI counts of suppressed rows and
+  adds exactly what the engine's `suppressed_loss` adds.
+
 What each side learns is listed in README's threat model (Protocol C subsection); in
 short: the helper never sees a count, only the verdicts, losses and bounds of the nodes
 it tests (plus, once, the suppression limit and implied class size). The key holder sees
@@ -36,7 +52,7 @@ import numpy as np
 from fedanon.crypto.counters import CounterPrivateKey, CounterPublicKey
 from fedanon.engine.anonymizer import Structure, metric_context
 from fedanon.engine.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.config import METRICS, AnonymizationConfig
 from fedanon.engine.criteria import ClassStats, CriterionContext, build_criteria
 from fedanon.engine.grouping import Classes, group_keys
 from fedanon.engine.metrics import MetricContext, build_metric
@@ -45,10 +61,13 @@ from fedanon.protocols import codec
 from fedanon.protocols.cellcrypt import random_permutation
 from fedanon.protocols.registry import protocol_spec
 
-#: Metrics Protocol C can evaluate without showing anyone a QI value distribution (declared
-#: in its registry spec). The entropy metrics need every row's value frequency per QI (a
-#: per-QI distribution); the key holder could only compute them if it learned those.
-COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or ()
+#: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.
+COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or METRICS
+#: Metrics whose loss needs every QI's value counts over the true rows (sent once, at setup).
+ENTROPY_METRICS = ("entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
+#: Of those, the ones whose loss charges suppressed rows by their values (one extra round
+#: per check that suppresses at an anonymous node).
+SUPPRESSION_MARGINAL_METRICS = ("entropy", "nonuniform-entropy")
 
 # How many nodes' encrypted sums the helper keeps for roll-up (bounded like the grouper's history).
 _SUM_CACHE_NODES = 256
@@ -85,6 +104,11 @@ def _array(parts: dict[str, bytes], name: str, dtype: str, what: str) -> np.ndar
     return np.frombuffer(codec.require_part(parts, name, what), dtype=np.dtype(dtype).newbyteorder("<"))
 
 
+def _is_evaluation(answer: bytes) -> bool:
+    """A check answer is the final evaluation (JSON) or the key holder's suppression query (a message)."""
+    return answer[:1] == b"{"
+
+
 # ----------------------------------------------------------------------------- helper side
 
 
@@ -103,7 +127,9 @@ class EncryptedCountChecker(Checker):
         self.weights = self.config.metric == "loss"
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
         self._sums: "OrderedDict[tuple[int, ...], dict[str, tuple[object, np.ndarray]]]" = OrderedDict()
+        self._asked: tuple[Classes, np.ndarray] | None = None  # the last request's classes and order
         self.checks = 0
+        self.suppression_rounds = 0
         self.messages_bytes = 0
 
     # -- setup: totals for the key holder's statistics --------------------------------
@@ -120,7 +146,29 @@ class EncryptedCountChecker(Checker):
         for attr, cmap in self.structure.sensitive_code_maps.items():
             message[f"map/{attr}"] = np.ascontiguousarray(cmap, dtype="<i4").tobytes()
             control.setdefault("map_shapes", {})[attr] = list(cmap.shape)
+        if self.config.metric in ENTROPY_METRICS:
+            control["leaves"] = self._leaf_marginals(message)
+            control["level_sizes"] = [[len(d) for d in dicts] for dicts in self.structure.level_dicts]
         return codec.pack_message({"control": json.dumps(control).encode(), **message})
+
+    def _leaf_marginals(self, message: dict[str, bytes]) -> list[int]:
+        """Per QI: encrypted real rows per leaf value in a fresh order, and per level which of
+        those leaves share a generalized value (labels drawn at random). Returns leaves per QI."""
+        leaves = []
+        for i, cm in enumerate(self.structure.code_maps):
+            height, d0 = int(cm.shape[0]), int(cm.shape[1])
+            col = np.asarray(self.grouper.qi_codes[:, i], dtype=np.int64)
+            order = random_permutation(d0)  # position p holds leaf order[p]
+            sums = self.key.sum_by_class(self.counters.real, col.tolist(), d0)
+            message[f"leaves/{i}"] = self.key.sums_message(sums, np.bincount(col, minlength=d0).tolist(),
+                                                           order.tolist())
+            groups = np.empty((height, d0), dtype="<i4")
+            for level in range(height):
+                relabel = random_permutation(len(self.structure.level_dicts[i][level]))
+                groups[level] = relabel[np.asarray(cm[level], dtype=np.int64)[order]]
+            message[f"groups/{i}"] = groups.tobytes()
+            leaves.append(d0)
+        return leaves
 
     def adopt(self, facts: JudgeFacts) -> None:
         self.suppression_limit = facts.suppression_limit
@@ -215,11 +263,50 @@ class EncryptedCountChecker(Checker):
                 w[:, i] = self._leaf[i][l][classes.codes[:, i]]
             message["weights"] = w[perm].tobytes()
         control = {"levels": list(levels), "classes": n}
+        self._asked = (classes, perm)
         return codec.pack_message({"control": json.dumps(control).encode(), **message})
+
+    def marginals_request(self, query: bytes) -> bytes:
+        """Answer the key holder's suppression query for the node just asked about.
+
+        The query holds, per class in the order the helper sent, Enc(true size) for a class
+        the key holder suppresses and Enc(0) otherwise. The helper puts them back in class
+        order, sums them per (QI, generalized value) and sends each QI's sums in a fresh
+        order: per-QI counts of suppressed rows, with no value attached.
+        """
+        if self._asked is None:
+            raise ProtocolError("suppression query from the key holder without a pending check")
+        classes, perm = self._asked
+        parts = codec.unpack_message(query, "suppression query")
+        control = json.loads(codec.require_part(parts, "control", "suppression query"))
+        n = classes.count
+        blob = codec.require_part(parts, "rows", "suppression query")
+        if control.get("suppressed_query") != n or len(blob) % n:
+            raise ProtocolError("malformed suppression query from the key holder")
+        width = len(blob) // n
+        by_class = [b""] * n
+        for position, c in enumerate(perm.tolist()):
+            by_class[c] = blob[position * width:(position + 1) * width]
+        loaded = self.key.load(by_class)
+        helper_sizes = np.asarray(classes.stats.sizes, dtype=np.int64)  # pseudotuples included: a bound
+        message: dict[str, bytes] = {}
+        sizes = []
+        for i, level in enumerate(classes.levels):
+            d = len(self.structure.level_dicts[i][level])
+            codes = np.asarray(classes.codes[:, i], dtype=np.int64)
+            sums = self.key.sum_by_class(loaded, codes.tolist(), d)
+            bounds = np.bincount(codes, weights=helper_sizes, minlength=d).astype(np.int64)
+            message[f"marginal/{i}"] = self.key.sums_message(sums, bounds.tolist(), random_permutation(d).tolist())
+            sizes.append(d)
+        self.key.unload(loaded)
+        self.suppression_rounds += 1
+        return codec.pack_message({"control": json.dumps({"marginals": sizes}).encode(), **message})
 
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         self.checks += 1
         answer = self.ask(self.request(levels))
+        if not _is_evaluation(answer):
+            answer = self.ask(self.marginals_request(answer))
         return evaluation_from_bytes(answer)
 
 
@@ -272,9 +359,50 @@ class CountJudge:
         self.n_rows = n_rows
         criteria = build_criteria(config)
         self.metric_kind = config.metric
-        self.judge = ClassJudge(criteria, build_metric(config.metric, self._metric_context(None, None)),
-                                config.suppression, context)
+        self.level_sizes: list[list[int]] = []
+        metric_context = self._entropy_context(parts, control) if config.metric in ENTROPY_METRICS else \
+            self._metric_context(None, None)
+        self.judge = ClassJudge(criteria, build_metric(config.metric, metric_context), config.suppression, context)
+        self.marginal_rounds = config.metric in SUPPRESSION_MARGINAL_METRICS and self.judge.suppression_limit > 0
+        self._pending: tuple[tuple[int, ...], Classes, int] | None = None
         self.checks = 0
+
+    def _entropy_context(self, parts: dict[str, bytes], control: dict) -> MetricContext:
+        """The engine's metric context in the helper's permuted leaf order, from decrypted leaf counts.
+
+        Leaves without a real row (values only pseudotuples carry) are dropped: the
+        centralized table has no such value. Entropy sums run over values, so the order
+        does not change them.
+        """
+        leaves, level_sizes = control.get("leaves"), control.get("level_sizes")
+        if not isinstance(leaves, list) or not isinstance(level_sizes, list) or \
+                not len(leaves) == len(level_sizes) == len(self.heights):
+            raise ProtocolError("check setup lacks the per-QI leaf counts the entropy metric needs")
+        cards, maps = [], []
+        for i, (height, d0) in enumerate(zip(self.heights, leaves)):
+            if not isinstance(d0, int) or not 0 < d0 <= 1 << 24:
+                raise ProtocolError("malformed leaf counts in check setup")
+            counts = self._decrypt(parts, f"leaves/{i}", d0)
+            groups = _array(parts, f"groups/{i}", "i4", "check setup")
+            sizes = level_sizes[i]
+            if not isinstance(sizes, list) or len(sizes) != height or \
+                    not all(isinstance(d, int) and 0 < d <= d0 for d in sizes) or groups.size != height * d0:
+                raise ProtocolError("malformed hierarchy grouping in check setup")
+            groups = groups.reshape(height, d0).astype(np.int64)
+            if (groups < 0).any() or (groups >= np.asarray(sizes, dtype=np.int64)[:, None]).any():
+                raise ProtocolError("malformed hierarchy grouping in check setup")
+            if int(counts.sum()) != self.n_rows:
+                raise ProtocolError(f"leaf counts of QI #{i} do not add up to the table's real rows")
+            self.level_sizes.append(list(sizes))
+            keep = counts > 0
+            real = counts[keep]
+            kept = groups[:, keep].copy()
+            kept[0] = np.arange(real.size)
+            maps.append(kept)
+            cards.append([np.bincount(kept[level], weights=real, minlength=self.level_sizes[i][level])
+                          .astype(np.int64) for level in range(height)])
+        unused = [[np.zeros(1)] * h for h in self.heights]  # leaf shares: LM only
+        return MetricContext(self.n_rows, self.heights, cards, maps, unused)
 
     def facts(self) -> JudgeFacts:
         j = self.judge
@@ -312,10 +440,15 @@ class CountJudge:
         return ClassStats(sizes, hists, subset)
 
     def answer(self, request: bytes) -> bytes:
-        """Judge one node; the reply holds only what the search needs."""
-        self.checks += 1
+        """Judge one node; the reply holds only what the search needs (or, for an entropy
+        metric at an anonymous node that suppresses, first the suppression query)."""
         parts = codec.unpack_message(request, "check request")
         control = json.loads(codec.require_part(parts, "control", "check request"))
+        if "marginals" in control:
+            return self._finish(parts, control)
+        if self._pending is not None:
+            raise ProtocolError("check request while a suppression query is open")
+        self.checks += 1
         levels = tuple(int(x) for x in control["levels"])
         n = int(control["classes"])
         if len(levels) != len(self.heights) or not 0 < n <= 1 << 31:
@@ -329,7 +462,43 @@ class CountJudge:
             weights = _array(parts, "weights", "f8", "check request").reshape(n, len(levels))[live]
             classes.codes = np.tile(np.arange(classes.count, dtype=np.int32)[:, None], (1, len(levels)))
             self.judge.metric = build_metric("loss", self._metric_context(true.sizes, weights))
+        if self.marginal_rounds:
+            failing = self.judge.failing_classes(true)
+            suppressed = int(true.sizes[failing].sum())
+            if failing.any() and suppressed <= self.judge.suppression_limit:
+                return self._suppression_query(levels, classes, live, failing, suppressed)
         return evaluation_to_bytes(self.judge.judge(levels, classes))
+
+    def _suppression_query(self, levels: tuple[int, ...], classes: Classes, live: np.ndarray,
+                           failing: np.ndarray, suppressed: int) -> bytes:
+        """Per class in the helper's order: Enc(true size) if suppressed, else Enc(0), freshly
+        randomized under the counter key -- the helper cannot tell which classes they are."""
+        rows = np.zeros(live.shape[0], dtype=np.int64)
+        rows[np.flatnonzero(live)[failing]] = classes.stats.sizes[failing]
+        self._pending = (levels, classes, suppressed)
+        blob = b"".join(self.key.public_key.encrypt_values(rows.tolist(), workers=self.workers))
+        control = {"suppressed_query": int(live.shape[0])}
+        return codec.pack_message({"control": json.dumps(control).encode(), "rows": blob})
+
+    def _finish(self, parts: dict[str, bytes], control: dict) -> bytes:
+        """The per-QI counts of suppressed rows are in: the engine's loss, exactly."""
+        if self._pending is None:
+            raise ProtocolError("suppression marginals from the helper without a query")
+        levels, classes, suppressed = self._pending
+        self._pending = None
+        sizes = control["marginals"]
+        expected = [self.level_sizes[i][level] for i, level in enumerate(levels)]
+        if sizes != expected:
+            raise ProtocolError("suppression marginals do not match the node's generalized values")
+        marginals = [self._decrypt(parts, f"marginal/{i}", d) for i, d in enumerate(sizes)]
+        if any(int(m.sum()) != suppressed for m in marginals):
+            raise ProtocolError("suppression marginals do not add up to the suppressed rows")
+        evaluation = self.judge.judge(levels, classes)
+        # ClassJudge would charge suppression by class codes, which this party never sees;
+        # the same formula over the per-QI counts gives the engine's value
+        metric = self.judge.metric
+        evaluation.loss = metric.static_loss(levels) + metric.suppressed_loss(marginals)  # type: ignore[attr-defined]
+        return evaluation_to_bytes(evaluation)
 
     def failing_rows(self, qi_codes: np.ndarray, sensitive: dict[str, np.ndarray],
                      subset: np.ndarray | None) -> tuple[np.ndarray, int]:

@@ -513,7 +513,8 @@ class _Helper(HelperRole):
                     parts["counters/subset"] = counter_key.sums_message(counters.subset, bounds, perm.tolist())
                 report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
                           "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
-                          "rollups": checker.rollups, "lattice_size": structure.lattice.size,
+                          "rollups": checker.rollups, "suppression_rounds": checker.suppression_rounds,
+                          "lattice_size": structure.lattice.size,
                           "algorithm": found.algorithm, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)

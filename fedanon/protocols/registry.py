@@ -50,9 +50,8 @@ _SPECS: dict[str, ProtocolSpec] = {
                       "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
-                      # the entropy metrics need per-QI value distributions, which C hides from every party
-                      metrics=("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-                               "discernibility-star"),
+                      # every metric; the entropy metrics show the key holder per-QI value counts
+                      # (README threat model, Protocol C)
                       options=("counters", "pseudotuples")),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",

@@ -80,6 +80,7 @@ from fedanon.protocols.keyshare import (
     send_bundles,
     verified_publics,
 )
+from fedanon.protocols.progress import ProgressTicker, receive_progressing
 from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.resultcheck import check_result
 from fedanon.protocols.roles import (
@@ -103,11 +104,8 @@ PROTOCOL = "C"
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 #: the last c/check message: the search is over
 DONE = codec.pack_message({"control": b'{"done": true}'})
-#: Waits on a peer that is busy with work proportional to the data (counter encryption: up to
-#: minutes for Paillier on a loaded machine; the whole search, for primaries waiting for the
-#: end). The per-step run limit would cut these off; a dead or hung peer is still noticed by
-#: the transport (heartbeat pings, run-wide abort), so these waits are unbounded.
-COMPUTE_WAIT = None
+#: Counters encrypted per chunk; a progress marker may follow each chunk (Paillier: ~5 CPU-s).
+COUNTER_CHUNK = 2048
 #: slot bound for the final row counters (0/1): 2-bit slots, so a counter of 2 or 3 is caught
 _ROW_COUNTER_BOUND = 3
 
@@ -133,6 +131,15 @@ def counter_owner(tokens: bytes, rows: int, primaries: int) -> np.ndarray:
     """
     first = np.frombuffer(tokens, dtype=np.uint8).reshape(rows, -1)[:, 0] if rows else np.zeros(0, np.uint8)
     return first.astype(np.int64) % primaries
+
+
+def encrypt_in_chunks(key: CounterPublicKey, bits: list[bool], ticker: ProgressTicker) -> bytes:
+    """Row counters, encrypted chunk by chunk so that the waiting helper hears of the progress."""
+    out: list[bytes] = []
+    for start in range(0, len(bits), COUNTER_CHUNK):
+        out.extend(key.encrypt_counters(bits[start:start + COUNTER_CHUNK]))
+        ticker.tick()
+    return b"".join(out)
 
 
 def _split_counters(blob: bytes, rows: int, what: str) -> list[bytes]:
@@ -242,32 +249,33 @@ class _Primary(KeySharingPrimary):
                 shuffled = [h.rows[i] for i in random_permutation(len(h.rows)).tolist()]
                 parts[f"h/{column}"] = codec.encode_hierarchy(
                     ciphers.encrypt_hierarchy(Hierarchy(column, shuffled, h.source), column))
+        ticker = ProgressTicker(self.ctx, [self.helper], "c/data")  # the helper waits for this share
         if not self.vertical:
-            parts["counters/real"] = b"".join(counter_key.encrypt_counters(real[perm].tolist()))
+            parts["counters/real"] = encrypt_in_chunks(counter_key, real[perm].tolist(), ticker)
         else:  # our deal of the TIDs, in our permuted row order
             mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
                 self.settings.primaries.index(self.me)
-            parts["counters/real"] = b"".join(counter_key.encrypt_counters(real[perm][mine].tolist()))
+            parts["counters/real"] = encrypt_in_chunks(counter_key, real[perm][mine].tolist(), ticker)
         if config.delta_presence is not None and local.research_subset is not None:
             flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
-            parts["counters/subset"] = b"".join(counter_key.encrypt_counters((flags & real)[perm].tolist()))
+            parts["counters/subset"] = encrypt_in_chunks(counter_key, (flags & real)[perm].tolist(), ticker)
         return codec.pack_message(parts)
 
     # -- key holder: judge, then filter and decrypt -----------------------------------------
     def _judge(self) -> CountJudge:
         assert self.counter_key is not None
         judge = CountJudge(self.counter_key, self.settings.config,
-                           self.transport.receive(self.helper, "c/setup", timeout=COMPUTE_WAIT), workers=None)
+                           receive_progressing(self.ctx, self.helper, "c/setup", "anonymize"), workers=None)
         self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
         while True:
-            request = self.transport.receive(self.helper, "c/check", timeout=COMPUTE_WAIT)
+            request = receive_progressing(self.ctx, self.helper, "c/check", "anonymize")
             if request == DONE:
                 return judge
             self.transport.send(self.helper, "c/answer", judge.answer(request))
 
     def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
         assert self.counter_key is not None
-        notice, parts = open_control(self.transport.receive(self.helper, "c/result", timeout=COMPUTE_WAIT),
+        notice, parts = open_control(receive_progressing(self.ctx, self.helper, "c/result", "decrypt"),
                                      Verdict, "result")
         notice.raise_if_stopped()
         table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
@@ -338,7 +346,9 @@ class _Primary(KeySharingPrimary):
             keys = self._agree_keys(roster)
             self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
         with timer.phase("integrate"):
-            verdict, _ = open_control(self.transport.receive(self.helper, "c/integrated", timeout=COMPUTE_WAIT),
+            # the helper relays the progress of the slowest primary's encryption, then integrates
+            verdict, _ = open_control(receive_progressing(self.ctx, self.helper, "c/integrated", "integrate",
+                                                          via_relay=True),
                                       Verdict, "integration verdict")
             verdict.raise_if_stopped()
         if self.me == self.key_holder:
@@ -349,7 +359,8 @@ class _Primary(KeySharingPrimary):
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:
             with timer.phase("decrypt"):
-                done, _ = open_control(self.transport.receive(self.helper, "c/done", timeout=COMPUTE_WAIT),
+                # the whole search: the helper marks progress after its checks
+                done, _ = open_control(receive_progressing(self.ctx, self.helper, "c/done", "anonymize", via_relay=True),
                                        Verdict, "completion notice")
                 done.raise_if_stopped()
                 outcome.report.update(done.report)
@@ -371,6 +382,7 @@ class _Helper(HelperRole):
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
+        self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder], "c/done")
 
     def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
         """Collect hellos; answer with the roster or stop everyone before data moves."""
@@ -465,7 +477,9 @@ class _Helper(HelperRole):
 
     def _ask(self, request: bytes) -> bytes:
         self.transport.send(self.key_holder, "c/check", request)
-        return self.transport.receive(self.key_holder, "c/answer")
+        answer = receive_progressing(self.ctx, self.key_holder, "c/answer", "anonymize")
+        self.search_progress.tick()  # the other primaries wait for the end of the search
+        return answer
 
     def run(self) -> RoleOutcome:
         settings = self.settings
@@ -479,8 +493,10 @@ class _Helper(HelperRole):
             leader = self.primaries[0]
             for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
                 transport.send(p, "c/keys", transport.receive(leader, f"c/keys-for/{p}"))
-            shares = {p: codec.unpack_message(transport.receive(p, "c/data", timeout=COMPUTE_WAIT), f"data of {p!r}")
-                      for p in self.primaries}
+            # primaries waiting for the integration hear how the slowest encryption advances
+            relay = ProgressTicker(self.ctx, self.primaries, "c/integrated")
+            shares = {p: codec.unpack_message(receive_progressing(self.ctx, p, "c/data", "encrypt", relay.tick),
+                                              f"data of {p!r}") for p in self.primaries}
         with timer.phase("integrate"):
             table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)
             for p in self.primaries:
@@ -493,7 +509,7 @@ class _Helper(HelperRole):
                     raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
                 checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
                 transport.send(self.key_holder, "c/setup", checker.setup_request())
-                facts = json.loads(transport.receive(self.key_holder, "c/facts"))
+                facts = json.loads(receive_progressing(self.ctx, self.key_holder, "c/facts", "anonymize"))
                 checker.adopt(JudgeFacts(**facts))
                 try:
                     found = search(structure, checker)
@@ -519,7 +535,7 @@ class _Helper(HelperRole):
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
                 # the others finish only once the key holder has checked and accepted the result
-                accepted, _ = open_control(transport.receive(self.key_holder, "c/accepted", timeout=COMPUTE_WAIT),
+                accepted, _ = open_control(receive_progressing(self.ctx, self.key_holder, "c/accepted", "decrypt"),
                                            Verdict, "acceptance")  # the key holder decrypts every row counter first
                 accepted.raise_if_stopped()
                 for p in self.primaries:

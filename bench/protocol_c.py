@@ -3,15 +3,17 @@
 
     python3 bench/protocol_c.py [--json OUT.json] [--k 5 100] [--counters paillier elgamal]
                                 [--split horizontal vertical] [--transport grpc|memory]
+                                [--suppression S] [--metric NAME]
 
-ADULT (bundled copy, 30,162 rows, 8 QIs, loss metric, no suppression), 3 primaries +
+ADULT (bundled copy, 30,162 rows, 8 QIs, loss metric, no suppression unless told), 3 primaries +
 helper, 25 % pseudotuples, for each k, counter scheme and split. Every party runs as a
 separate daemon on 127.0.0.1 (gRPC over mutual TLS, fresh certificates) unless
 --transport memory. Reported per run: wall time of the run at the key holder (= result
 recipient, p1) from run start to decrypted result, its split into phases (encrypt,
 integrate, anonymize, decrypt), bytes sent by all parties per phase, the number of
 checks (nodes the helper asked the key holder about) and the time per check (the
-helper's anonymize phase / checks).
+helper's anonymize phase / checks), and the key holder's own check of the decrypted
+result (`result_check`, part of its decrypt phase).
 
 References:
 * the dissertation (§4.6.4.3, 768-bit Paillier, Java + GMP, four machines on Fast
@@ -59,11 +61,12 @@ def measure(sim) -> dict[str, Any]:
             if phase in sent:
                 sent[phase] += n
     checks = int(helper.get("checks", 0))
+    check_s = float(reports[recipient].get("result_check_s", 0.0))
     anonymize = float(helper["phases"].get("anonymize", 0.0))
     return {"elapsed_s": round(sum(rec.get(p, 0.0) for p in PHASES), 4),
             "recipient_s": {p: round(rec.get(p, 0.0), 4) for p in PHASES},
             "bytes_sent": sent, "bytes_total": sum(sent.values()), "checks": checks,
-            "s_per_check": round(anonymize / checks, 5) if checks else None,
+            "s_per_check": round(anonymize / checks, 5) if checks else None, "result_check_s": round(check_s, 4),
             "transformation": helper.get("transformation")}
 
 
@@ -73,6 +76,8 @@ def main() -> int:
     ap.add_argument("--counters", nargs="+", default=["paillier", "elgamal"], choices=["paillier", "elgamal"])
     ap.add_argument("--split", nargs="+", default=["horizontal", "vertical"], choices=["horizontal", "vertical"])
     ap.add_argument("--pseudotuples", type=float, default=0.25)
+    ap.add_argument("--suppression", type=float, default=0.0)
+    ap.add_argument("--metric", default="loss")
     ap.add_argument("--transport", choices=["grpc", "memory"], default="grpc")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -83,7 +88,8 @@ def main() -> int:
     load = os.getloadavg()
     print(f"# Protocol C benchmark  ({platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} cores, load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f})")
-    print(f"ADULT {len(rows):,} rows, {len(QIS)} QIs, loss metric, no suppression, 3 primaries + helper, "
+    print(f"ADULT {len(rows):,} rows, {len(QIS)} QIs, metric {args.metric}, suppression {args.suppression:g}, "
+          f"3 primaries + helper, "
           f"{args.pseudotuples:.0%} pseudotuples, transport {args.transport}")
     results: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                                            "load_average_at_start": list(load), "transport": args.transport},
@@ -91,10 +97,10 @@ def main() -> int:
     print()
     print(f"{'split':<11}{'k':>4}  {'counters':<9}{'total s':>8}  {'vs B':>6}  "
           f"{'recipient s: enc / int / anon / dec':<40}{'MB sent: enc / int / anon / dec':<34}"
-          f"{'MB':>7}{'checks':>7}{'ms/check':>9}  equal")
+          f"{'MB':>7}{'checks':>7}{'ms/check':>9}{'check s':>8}  equal")
     failures = 0
     for k in args.k:
-        config = AnonymizationConfig(QIS, k=k, suppression=0.0, metric="loss")
+        config = AnonymizationConfig(QIS, k=k, suppression=args.suppression, metric=args.metric)
         central = centralized(columns, rows, hierarchies, config)
         for split in args.split:
             t = time.perf_counter()
@@ -113,13 +119,16 @@ def main() -> int:
                 mb = " / ".join(f"{m['bytes_sent'][p] / 1e6:.2f}" for p in PHASES)
                 per_check = f"{m['s_per_check'] * 1e3:.1f}" if m["s_per_check"] is not None else "-"
                 print(f"{split:<11}{k:>4}  {scheme:<9}{m['elapsed_s']:>8.2f}  {ratio:>5.0f}x  {phases:<40}{mb:<34}"
-                      f"{m['bytes_total'] / 1e6:>7.2f}{m['checks']:>7}{per_check:>9}  {'yes' if equal else 'NO'}",
+                      f"{m['bytes_total'] / 1e6:>7.2f}{m['checks']:>7}{per_check:>9}{m['result_check_s']:>8.2f}  "
+                      f"{'yes' if equal else 'NO'}",
                       flush=True)
                 results["runs"].append({"split": split, "k": k, "counters": scheme, "elapsed_s": m["elapsed_s"],
                                         "checks": m["checks"], "bytes_total": m["bytes_total"],
                                         "equal_to_centralized": equal, "recipient_s": m["recipient_s"],
                                         "bytes_sent_by_phase": m["bytes_sent"], "s_per_check": m["s_per_check"],
-                                        "vs_protocol_b": ratio, "protocol_b_elapsed_s": b_m["elapsed_s"]})
+                                        "vs_protocol_b": ratio, "protocol_b_elapsed_s": b_m["elapsed_s"],
+                                        "result_check_s": m["result_check_s"], "metric": args.metric,
+                                        "suppression": args.suppression, "load_average": list(os.getloadavg())})
     load = os.getloadavg()
     results["machine"]["load_average_at_end"] = list(load)
     print(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; dissertation (768-bit Paillier, "

@@ -133,3 +133,20 @@ def test_fixed_base_table_matches_plain_exponentiation(sk):
     table = _FixedBase(pk.hs, pk.nsquare, 1536)
     for a in (0, 1, 63, 64, (1 << 1536) - 1, int(_randbits(1536)), int(_randbits(1536))):
         assert table.pow(a) == pow(int(pk.hs), a, int(pk.nsquare))
+
+
+def test_key_holder_crt_encryption_is_the_public_encryption(sk, monkeypatch):
+    """The key holder's CRT path computes exactly (1 + m·n)·h_s^a mod n² -- the public key's
+    ciphertext for the same exponent a -- so its ciphertexts have the same distribution."""
+    from fedanon.crypto import paillier
+
+    pk = sk.public_key
+    for m in (0, 1, 2, 40000, pk.max_plaintext):
+        a = paillier._randbits(1536)
+        monkeypatch.setattr(paillier, "_randbits", lambda bits, a=a: a)
+        assert sk.encrypt(m) == pk.encrypt(m)
+        monkeypatch.undo()
+        assert sk.decrypt(sk.encrypt(m)) == m
+    many = sk.encrypt_many([1, 0, 1, 5] * 40, workers=2)
+    assert [sk.decrypt(c) for c in many] == [1, 0, 1, 5] * 40
+    assert len(set(many)) == len(many)  # fresh randomness per ciphertext

@@ -102,6 +102,14 @@ class CounterPrivateKey(ABC):
     def to_bytes(self) -> bytes:
         ...
 
+    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
+        """As the public key's; a scheme may use what only the key holder knows to be faster."""
+        return self.public_key.encrypt_counters(real, workers=workers)
+
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
+        """As the public key's; a scheme may use what only the key holder knows to be faster."""
+        return self.public_key.encrypt_values(values, workers=workers)
+
     @abstractmethod
     def decrypt_class_counts(self, message: bytes, n_classes: int, workers: int | None = 1) -> list[int]:
         """True class sizes (real rows only) from a `class_sums` message."""
@@ -180,6 +188,14 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
 
     def to_bytes(self) -> bytes:
         return bytes([_TAG["paillier"]]) + self.key.to_bytes()
+
+    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
+        return self.encrypt_values([1 if b else 0 for b in real], workers=workers)
+
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
+        # with p and q: the same ciphertexts' distribution, ≈ 1.6x cheaper (PaillierPrivateKey.encrypt)
+        w = self._public.key.ciphertext_bytes
+        return [int(c).to_bytes(w, "big") for c in self.key.encrypt_many(list(values), workers=workers)]
 
     def decrypt_class_counts(self, message: bytes, n_classes: int, workers: int | None = 1) -> list[int]:
         if len(message) < 7 or message[0] != _TAG["paillier"]:

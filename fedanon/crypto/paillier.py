@@ -245,10 +245,17 @@ def _decrypt_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[int]:
     return [sk.decrypt(c) for c in cs]
 
 
+def _encrypt_crt_chunk(sk: "PaillierPrivateKey", ms: Sequence[int]) -> list[mpz]:
+    return [sk.encrypt(m) for m in ms]
+
+
+_crt_tables: dict[tuple[int, int], tuple[_FixedBase, _FixedBase]] = {}
+
+
 class PaillierPrivateKey:
     """The key holder's half: decrypts with the CRT."""
 
-    __slots__ = ("public_key", "p", "q", "_psq", "_qsq", "_hp", "_hq", "_qinv")
+    __slots__ = ("public_key", "p", "q", "_psq", "_qsq", "_hp", "_hq", "_qinv", "_qsq_inv")
 
     def __init__(self, public_key: PaillierPublicKey, p: int, q: int) -> None:
         p, q = mpz(p), mpz(q)
@@ -261,6 +268,7 @@ class PaillierPrivateKey:
         self._hp = gmpy2.invert(self._l(gmpy2.powmod(g, p - 1, self._psq), p), p)
         self._hq = gmpy2.invert(self._l(gmpy2.powmod(g, q - 1, self._qsq), q), q)
         self._qinv = gmpy2.invert(q, p)
+        self._qsq_inv = gmpy2.invert(self._qsq, self._psq)
 
     @staticmethod
     def _l(x: mpz, d: mpz) -> mpz:
@@ -278,6 +286,42 @@ class PaillierPrivateKey:
 
     def decrypt_many(self, cs: Sequence[int], workers: int | None = None) -> list[int]:
         return parallel.map_batches(functools.partial(_decrypt_chunk, self), cs, workers=workers, min_parallel=64)
+
+    # -- encryption with the factors -----------------------------------------------------
+    def _crt_tables(self) -> tuple[_FixedBase, _FixedBase]:
+        key = (int(self.p), int(self.q))
+        t = _crt_tables.get(key)
+        if t is None:
+            pk = self.public_key
+            if len(_crt_tables) > 4:
+                _crt_tables.clear()
+            t = _crt_tables[key] = (_FixedBase(pk.hs % self._psq, self._psq, pk._rbits),
+                                    _FixedBase(pk.hs % self._qsq, self._qsq, pk._rbits))
+        return t
+
+    def encrypt(self, m: int) -> mpz:
+        """The same ciphertext distribution as `PaillierPublicKey.encrypt` (DJN: (1 + m·n)·h_s^a mod n²,
+        a uniform of ⌈|n|/2⌉ bits), computed mod p² and mod q² and recombined (CRT).
+
+        Why: only the key holder knows p and q, and Protocol C's key holder encrypts its own row
+        counters too; two fixed-base exponentiations modulo the half-size squares cost ≈ 0.6 of one
+        modulo n² (the modular multiplication is ≈ 3.3× cheaper at half the size, measured).
+        """
+        pk = self.public_key
+        if pk.hs is None:
+            return pk.encrypt(m)
+        m = pk._check_plain(m)
+        tp, tq = self._crt_tables()
+        a = _randbits(pk._rbits)
+        plain = 1 + m * pk.n
+        cp = plain % self._psq * tp.pow(a) % self._psq
+        cq = plain % self._qsq * tq.pow(a) % self._qsq
+        return cq + self._qsq * ((cp - cq) * self._qsq_inv % self._psq)
+
+    def encrypt_many(self, ms: Sequence[int], workers: int | None = None) -> list[mpz]:
+        """`encrypt` over all cores (`workers=None`), results in input order."""
+        return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self), ms, workers=workers,
+                                    min_parallel=64)
 
     def to_bytes(self) -> bytes:
         """p and q (secret!), length-prefixed, followed by the public key."""

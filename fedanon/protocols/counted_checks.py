@@ -476,7 +476,7 @@ class CountJudge:
         rows = np.zeros(live.shape[0], dtype=np.int64)
         rows[np.flatnonzero(live)[failing]] = classes.stats.sizes[failing]
         self._pending = (levels, classes, suppressed)
-        blob = b"".join(self.key.public_key.encrypt_values(rows.tolist(), workers=self.workers))
+        blob = b"".join(self.key.encrypt_values(rows.tolist(), workers=self.workers))
         control = {"suppressed_query": int(live.shape[0])}
         return codec.pack_message({"control": json.dumps(control).encode(), "rows": blob})
 

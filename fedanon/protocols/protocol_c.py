@@ -133,8 +133,11 @@ def counter_owner(tokens: bytes, rows: int, primaries: int) -> np.ndarray:
     return first.astype(np.int64) % primaries
 
 
-def encrypt_in_chunks(key: CounterPublicKey, bits: list[bool], ticker: ProgressTicker) -> bytes:
-    """Row counters, encrypted chunk by chunk so that the waiting helper hears of the progress."""
+def encrypt_in_chunks(key: CounterPublicKey | CounterPrivateKey, bits: list[bool], ticker: ProgressTicker) -> bytes:
+    """Row counters, encrypted chunk by chunk so that the waiting helper hears of the progress.
+
+    The key holder passes its private key: with Paillier it encrypts with the CRT (≈ 1.6x cheaper).
+    """
     out: list[bytes] = []
     for start in range(0, len(bits), COUNTER_CHUNK):
         out.extend(key.encrypt_counters(bits[start:start + COUNTER_CHUNK]))
@@ -250,15 +253,16 @@ class _Primary(KeySharingPrimary):
                 parts[f"h/{column}"] = codec.encode_hierarchy(
                     ciphers.encrypt_hierarchy(Hierarchy(column, shuffled, h.source), column))
         ticker = ProgressTicker(self.ctx, [self.helper], "c/data")  # the helper waits for this share
+        encryptor = self.counter_key if self.counter_key is not None else counter_key  # key holder: CRT
         if not self.vertical:
-            parts["counters/real"] = encrypt_in_chunks(counter_key, real[perm].tolist(), ticker)
+            parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm].tolist(), ticker)
         else:  # our deal of the TIDs, in our permuted row order
             mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
                 self.settings.primaries.index(self.me)
-            parts["counters/real"] = encrypt_in_chunks(counter_key, real[perm][mine].tolist(), ticker)
+            parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm][mine].tolist(), ticker)
         if config.delta_presence is not None and local.research_subset is not None:
             flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
-            parts["counters/subset"] = encrypt_in_chunks(counter_key, (flags & real)[perm].tolist(), ticker)
+            parts["counters/subset"] = encrypt_in_chunks(encryptor, (flags & real)[perm].tolist(), ticker)
         return codec.pack_message(parts)
 
     # -- key holder: judge, then filter and decrypt -----------------------------------------

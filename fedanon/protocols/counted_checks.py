@@ -157,7 +157,7 @@ class EncryptedCountChecker(Checker):
         leaves = []
         for i, cm in enumerate(self.structure.code_maps):
             height, d0 = int(cm.shape[0]), int(cm.shape[1])
-            col = np.asarray(self.grouper.qi_codes[:, i], dtype=np.int64)
+            col = np.asarray(self.grouper.qi_column(i), dtype=np.int64)
             order = random_permutation(d0)  # position p holds leaf order[p]
             sums = self.key.sum_by_class(self.counters.real, col.tolist(), d0)
             message[f"leaves/{i}"] = self.key.sums_message(sums, np.bincount(col, minlength=d0).tolist(),

@@ -121,6 +121,8 @@ def test_encrypted_counts_equal_centralized(adult, elgamal_key, name, cfg):
     assert loss == pytest.approx(ref_loss, rel=1e-9)
     assert sorted(map(tuple, out)) == sorted(map(tuple, ref_out))
     assert checker.checks > 0
+    # one pass over the row counters (the bottom node's sums); every other node rolls encrypted sums up
+    assert checker.row_sums == 1
     # the suppression round runs exactly where the metric charges suppression
     charged = cfg.suppression > 0 and cfg.metric in ("entropy", "nonuniform-entropy")
     assert (checker.suppression_rounds > 0) == charged

@@ -57,7 +57,7 @@ def _assert_stopped_naming(run, everyone, step: str, peer: str) -> None:
         assert f"step {step!r}" in str(exc) and f"party {peer!r} made no progress" in str(exc), (party, str(exc))
 
 
-def test_a_primary_whose_encryption_stops_fails_the_run_within_the_limit(example, monkeypatch):
+def _hang_p2_before_its_share(monkeypatch) -> None:
     share = protocol_c._Primary._share
 
     def stalling_share(self, *args):
@@ -66,6 +66,10 @@ def test_a_primary_whose_encryption_stops_fails_the_run_within_the_limit(example
         return share(self, *args)
 
     monkeypatch.setattr(protocol_c._Primary, "_share", stalling_share)
+
+
+def test_a_primary_whose_encryption_stops_fails_the_run_within_the_limit(example, monkeypatch):
+    _hang_p2_before_its_share(monkeypatch)
     run, elapsed = _run(example)
     _assert_stopped_naming(run, ["p1", "p2", "p3", "helper"], "encrypt", "p2")
     assert elapsed < 6 * LIMIT_S  # about one limit without progress, not the 120 s run timeout
@@ -122,14 +126,7 @@ def test_slow_but_advancing_encryption_is_not_cut_off(example, monkeypatch):
 def test_stalled_primary_over_grpc_daemons(tmp_path, monkeypatch):
     """The same over real gRPC with mutual TLS: the daemons' heartbeats keep answering (the
     process lives), only the role's work has stopped -- the progress rule catches it."""
-    share = protocol_c._Primary._share
-
-    def stalling_share(self, *args):
-        if self.me == "p2":
-            _hang(self)
-        return share(self, *args)
-
-    monkeypatch.setattr(protocol_c._Primary, "_share", stalling_share)
+    _hang_p2_before_its_share(monkeypatch)
     parties = example_primaries(tmp_path, names=("p1", "p2"), sensitive={"diagnosis": None})
     parties.append(SimulatedParty("helper", "helper"))
     started = time.monotonic()

@@ -69,8 +69,10 @@ ENTROPY_METRICS = ("entropy", "nonuniform-entropy", "nonuniform-entropy-monotoni
 #: per check that suppresses at an anonymous node).
 SUPPRESSION_MARGINAL_METRICS = ("entropy", "nonuniform-entropy")
 
-# How many nodes' encrypted sums the helper keeps for roll-up (bounded like the grouper's history).
+# How many nodes' encrypted sums the helper keeps for roll-up, and how many class sums in all
+# (Paillier: 768 bytes each, so at most ~120 MB).
 _SUM_CACHE_NODES = 256
+_SUM_CACHE_CLASSES = 150_000
 
 
 def check_supported(config: AnonymizationConfig) -> None:
@@ -127,6 +129,10 @@ class EncryptedCountChecker(Checker):
         self.weights = self.config.metric == "loss"
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
         self._sums: "OrderedDict[tuple[int, ...], dict[str, tuple[object, np.ndarray]]]" = OrderedDict()
+        self._codes: dict[tuple[int, ...], np.ndarray] = {}  # class codes of each node in `_sums`
+        self._cached_classes = 0
+        self.row_sums = 0  # nodes summed from the rows (the rest: rolled up from a finer node's sums)
+        self._bottom_sums: tuple[tuple[int, ...], np.ndarray, dict[str, tuple[object, np.ndarray]]] | None = None
         self._asked: tuple[Classes, np.ndarray] | None = None  # the last request's classes and order
         self.checks = 0
         self.suppression_rounds = 0
@@ -225,21 +231,95 @@ class EncryptedCountChecker(Checker):
                          np.bincount(ids, weights=bounds, minlength=size).astype(np.int64))
         return out
 
+    def _finest_cached_below(self, levels: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The cached node with the fewest classes that `levels` generalizes (levels <= componentwise)."""
+        best, best_count = None, None
+        for node, codes in self._codes.items():
+            if node != levels and all(a <= b for a, b in zip(node, levels)):
+                if best_count is None or codes.shape[0] < best_count:
+                    best, best_count = node, codes.shape[0]
+        return best
+
+    def _mapping_from(self, source: tuple[int, ...], codes: np.ndarray, classes: Classes) -> np.ndarray | None:
+        """For each class (`codes`) of the finer node `source`: its class at `classes.levels` (None: no match)."""
+        target = np.asarray(classes.codes, dtype=np.int64)
+        mapped = np.empty(codes.shape, dtype=np.int64)
+        sizes = []
+        for i, (lo, hi) in enumerate(zip(source, classes.levels)):
+            cm = np.asarray(self.structure.code_maps[i], dtype=np.int64)
+            up = np.zeros(len(self.structure.level_dicts[i][lo]), dtype=np.int64)
+            up[cm[lo]] = cm[hi]  # a hierarchy: each level-lo value has one level-hi parent
+            mapped[:, i] = up[codes[:, i]]
+            sizes.append(len(self.structure.level_dicts[i][hi]))
+        if float(np.prod(np.asarray(sizes, dtype=np.float64))) >= 2.0 ** 62:
+            return None
+        keys = np.ravel_multi_index(tuple(target.T), sizes)
+        order = np.argsort(keys)
+        want = np.ravel_multi_index(tuple(mapped.T), sizes)
+        at = np.searchsorted(keys, want, sorter=order)
+        at = np.minimum(at, len(keys) - 1)
+        found = order[at]
+        if not np.array_equal(keys[found], want):
+            return None
+        return found
+
+    def _rolled_from(self, source: tuple[int, ...], codes: np.ndarray, base: dict[str, tuple[object, np.ndarray]],
+                     classes: Classes) -> dict[str, tuple[object, np.ndarray]] | None:
+        mapping = self._mapping_from(source, codes, classes)
+        if mapping is None:
+            return None
+        return self._rolled_sums(Classes(classes.levels, classes.codes, classes.stats, rolled_from=source,
+                                         mapping=mapping), base)
+
+    def _bottom(self) -> tuple[tuple[int, ...], np.ndarray, dict[str, tuple[object, np.ndarray]]]:
+        """The bottom node's classes and sums (one per distinct QI combination: on ADULT 22,900 with
+        pseudotuples, against 37,700 rows), summed from the rows once."""
+        if self._bottom_sums is None:
+            bottom = tuple(0 for _ in self.structure.code_maps)
+            grouped = self.grouper.group_rows(bottom, keep_rows=True)
+            row_class = np.asarray(grouped.row_class, dtype=np.int64)
+            sums = self._row_sums(row_class, grouped.count, self._cells(row_class, grouped.count))
+            self.row_sums += 1
+            self._bottom_sums = (bottom, np.asarray(grouped.codes), sums)
+        return self._bottom_sums
+
+    def _remember(self, levels: tuple[int, ...], classes: Classes, sums: dict[str, tuple[object, np.ndarray]]) -> None:
+        if levels in self._sums or classes.count > _SUM_CACHE_CLASSES // 4:
+            return
+        self._sums[levels] = sums
+        self._codes[levels] = np.asarray(classes.codes)
+        self._cached_classes += classes.count
+        while len(self._sums) > _SUM_CACHE_NODES or self._cached_classes > _SUM_CACHE_CLASSES:
+            old, _ = self._sums.popitem(last=False)
+            self._cached_classes -= self._codes.pop(old).shape[0]
+
     def _node_sums(self, levels: tuple[int, ...]) -> tuple[Classes, dict[str, tuple[object, np.ndarray]]]:
+        """Encrypted sums of a node: rolled up from the grouper's finer node, else from the cached
+        node with the fewest classes that this one generalizes, else (rarely) from the rows.
+
+        Summing from the rows costs one homomorphic addition per row (37,700 on ADULT); a roll-up
+        one per class of the finer node.
+        """
         classes, rolled = self.grouper.classes(levels, keep_rows=True)
         base = self._sums.get(classes.rolled_from) if classes.rolled_from is not None else None
+        sums = None
         if rolled and base is not None and classes.mapping is not None:
             sums = self._rolled_sums(classes, base)
         else:
+            source = self._finest_cached_below(levels)
+            if source is not None:
+                sums = self._rolled_from(source, self._codes[source], self._sums[source], classes)
+            elif any(levels):  # no finer node cached: roll up from the bottom node's sums, kept for good
+                bottom, codes, base = self._bottom()
+                sums = self._rolled_from(bottom, codes, base, classes)
+        if sums is None:
             row_class = classes.row_class
             if row_class is None:  # a stored snapshot without our sums: group the rows once more
                 row_class = self.grouper.group_rows(levels, keep_rows=True).row_class
             sums = self._row_sums(np.asarray(row_class, dtype=np.int64), classes.count,
                                   self._cells(np.asarray(row_class, dtype=np.int64), classes.count))
-        if self.grouper.remembers(levels):
-            self._sums[levels] = sums
-            while len(self._sums) > _SUM_CACHE_NODES:
-                self._sums.popitem(last=False)
+            self.row_sums += 1
+        self._remember(levels, classes, sums)
         return classes, sums
 
     # -- the check -------------------------------------------------------------------------

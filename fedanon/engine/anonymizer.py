@@ -26,6 +26,7 @@ from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.lattice import Lattice
 from fedanon.engine.metrics import MetricContext, build_metric
+from fedanon.engine.parallel_grouping import parallel_rows
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import HierarchyError, InputError
@@ -277,19 +278,22 @@ def anonymize(
     research_subset: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
     limits: SearchLimits | None = None,
+    workers: int = 1,
 ) -> AnonymizationResult:
     """Find and apply the globally optimal full-domain generalization (+ suppression).
 
     Beyond `limits.node_budget` nodes the heuristic search runs instead of Flash; with
     a `limits.time_limit` it may return a verified but not proven-optimal node
-    (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`).
+    (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`). `workers` > 1
+    groups the rows of a check in that many processes (`parallel_grouping.py`; same result).
     """
     start = time.perf_counter()
     if not isinstance(table, EncodedTable):
         raise InputError(f"anonymize() takes an EncodedTable, got {type(table).__name__}"
                          + ("; for a pandas DataFrame use fedanon.anonymize_frame" if hasattr(table, "columns") else ""))
     prep = prepare(table, hierarchies, config, research_subset)
-    return search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
+    with parallel_rows(prep.grouper, workers):
+        return search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
 
 
 def gap(loss: float, lower_bound: float) -> float:

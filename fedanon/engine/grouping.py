@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -245,6 +246,13 @@ def _rollup_cost(classes: Classes) -> int:
                                if isinstance(h, SparseHistogram))
 
 
+class RowPartitions(Protocol):
+    """Something that groups all rows at a node, e.g. partition by partition in parallel."""
+
+    def group_rows(self, levels: tuple[int, ...]) -> Classes:
+        """The classes of `levels` over all rows, as `Grouper.group_rows` computes them."""
+
+
 class Grouper:
     """Transforms and groups one encoded table for any lattice node."""
 
@@ -307,6 +315,9 @@ class Grouper:
         self._level_maps: dict[tuple[int, int, int], np.ndarray] = {}
         self.rollups = 0
         self.row_groupings = 0
+        #: groups the rows of a node elsewhere (worker processes, `engine/parallel_grouping.py`);
+        #: it must return exactly what `group_rows` returns without it
+        self.row_partitions: "RowPartitions | None" = None
 
     # ------------------------------------------------------------------ helpers
     def qi_column(self, qi: int) -> np.ndarray:
@@ -357,6 +368,8 @@ class Grouper:
     def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
         """Group the full table at `levels` (no snapshot used)."""
         self.row_groupings += 1
+        if self.row_partitions is not None and not keep_rows:
+            return self.row_partitions.group_rows(tuple(levels))
         cols = [self._column(i, l) for i, l in enumerate(levels)]
         radices = self._radices(levels)
         span, exact = key_span(radices)

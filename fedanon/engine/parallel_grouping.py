@@ -1,0 +1,309 @@
+"""Row groupings of large tables in worker processes: partitions grouped apart, class tables summed.
+
+A check that cannot roll up from a stored snapshot groups every row of the table at
+its node (`Grouper.group_rows`). On millions of rows that pass dominates the search.
+It splits cleanly: the rows are cut into contiguous partitions, each partition is
+grouped on its own -- by the very same `Grouper.group_rows`, in its own process --
+and the per-partition class tables are merged by grouping their class codes once
+more and summing every statistic (sizes, sensitive histograms dense or sparse,
+research-subset counts). All statistics are additive, so the merged table is exactly
+the one a single process computes, in the same canonical class order (ascending
+mixed-radix key) and with sparse entries sorted by (class, value) as from the rows.
+
+Why this shape: it is the map/reduce a distributed engine would run (each site
+groups its own rows, a coordinator sums class tables), and a check ships only node
+levels and class tables between processes, never rows -- the partitions sit in
+shared memory (`multiprocessing.shared_memory`) that each worker maps once at start.
+The process that owns the search groups the first partition itself while the workers
+group theirs. Roll-ups from snapshots and the grouping that materializes the result
+(it needs a class per row) stay in the owning process.
+
+Workers are started with the `spawn` method (no fork of a process that may hold
+threads, e.g. pyarrow's or gRPC's) and stopped by `close()` / the context manager.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing import get_context
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any, Iterator
+
+import numpy as np
+
+from fedanon.engine.classhist import SparseHistogram
+from fedanon.engine.criteria import ClassStats
+from fedanon.engine.grouping import Classes, Grouper, group_keys
+from fedanon.errors import InputError
+
+#: below this many rows `--workers auto` stays in one process: starting workers (~1 s
+#: each) and shipping class tables costs more than a row grouping saves
+AUTO_MIN_ROWS = 2_000_000
+#: at most this many processes for `auto`
+AUTO_MAX_WORKERS = 8
+
+
+def resolve_workers(value: str | int, n_rows: int) -> int:
+    """Number of processes for `--workers` (an integer >= 1 or "auto"); InputError otherwise.
+
+    "auto": one per CPU this process may use (at most AUTO_MAX_WORKERS) for tables of at
+    least AUTO_MIN_ROWS rows, else 1.
+    """
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        if n_rows < AUTO_MIN_ROWS:
+            return 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(1, min(cpus, AUTO_MAX_WORKERS))
+    try:
+        workers = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"--workers must be a whole number >= 1 or 'auto', got {str(value)[:200]!r}") from None
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    return workers
+
+
+# --------------------------------------------------------------------------- merging
+def merge_partition_classes(levels: tuple[int, ...], parts: list[tuple[np.ndarray, ClassStats]],
+                            radices: list[int]) -> Classes:
+    """One class table from per-partition class tables of the same node (codes + stats).
+
+    Equal class codes from different partitions are one class: the concatenated codes
+    are grouped by the same mixed-radix key as rows are (so the class order is the
+    canonical one) and every statistic is summed per merged class.
+    """
+    n_qis = len(levels)
+    codes_all = np.concatenate([c for c, _ in parts]) if parts else np.zeros((0, n_qis), dtype=np.int32)
+    first, inverse = group_keys([codes_all[:, i] for i in range(n_qis)], radices)
+    n_classes = int(first.shape[0])
+    codes = np.ascontiguousarray(codes_all[first], dtype=np.int32)
+    stats = [s for _, s in parts]
+    sizes = _sum_per_class(inverse, n_classes, np.concatenate([s.sizes for s in stats]))
+    hists: dict[str, Any] = {}
+    for attr, first_hist in stats[0].histograms.items():
+        if isinstance(first_hist, SparseHistogram):
+            hists[attr] = _merge_sparse([s.histograms[attr] for s in stats], inverse, n_classes)
+        else:
+            hists[attr] = _sum_per_class(inverse, n_classes, np.concatenate([s.histograms[attr] for s in stats]))
+    subset_sizes = None
+    if stats[0].subset_sizes is not None:
+        subset_sizes = _sum_per_class(inverse, n_classes, np.concatenate([s.subset_sizes for s in stats]))
+    return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
+
+
+def _sum_per_class(inverse: np.ndarray, n_classes: int, values: np.ndarray) -> np.ndarray:
+    """Integer rows of `values` (1-D or 2-D) summed per merged class (exact below 2^53)."""
+    if values.ndim == 1:
+        return np.bincount(inverse, weights=values, minlength=n_classes).round().astype(np.int64)
+    width = values.shape[1]
+    flat = (inverse[:, None] * width + np.arange(width, dtype=np.int64)).ravel()
+    summed = np.bincount(flat, weights=values.ravel().astype(np.float64), minlength=n_classes * width)
+    return summed.round().astype(np.int64).reshape(n_classes, width)
+
+
+def _merge_sparse(hists: list[SparseHistogram], inverse: np.ndarray, n_classes: int) -> SparseHistogram:
+    """Sparse entries of all partitions re-keyed onto the merged classes and summed, sorted by
+    (class, value) as `SparseHistogram.from_rows` sorts them."""
+    offsets = np.cumsum([0] + [h.n_classes for h in hists])
+    joined = SparseHistogram(np.concatenate([h.cls + off for h, off in zip(hists, offsets)]),
+                             np.concatenate([h.value for h in hists]), np.concatenate([h.count for h in hists]),
+                             int(offsets[-1]), hists[0].domain)
+    merged = joined.rollup(inverse, n_classes)
+    key = merged.cls * merged.domain + merged.value
+    if key.size > 1 and bool((key[1:] < key[:-1]).any()):  # a pure renumbering keeps partition order
+        order = np.argsort(key, kind="stable")
+        merged = SparseHistogram(merged.cls[order], merged.value[order], merged.count[order], n_classes,
+                                 merged.domain)
+    return merged
+
+
+# --------------------------------------------------------------------------- workers
+@contextmanager
+def _no_main_import() -> Iterator[None]:
+    """Start spawned workers without re-running the caller's main script in them.
+
+    `spawn` re-imports the parent's `__main__` file in each child, which re-runs a script
+    that lacks an `if __name__ == "__main__"` guard; the workers need nothing from it.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+@dataclass
+class _Layout:
+    """Where one partition's arrays lie in its shared-memory block (picklable, no rows)."""
+
+    shm_name: str
+    n_rows: int
+    arrays: list[tuple[str, str, int]]  # (name, dtype, byte offset): "qi0".., "sens:<attr>", "subset"
+    code_maps: list[np.ndarray]
+    sensitive_sizes: dict[str, int]
+    sparse: set[str]
+    column_cache_mib: int
+
+
+def _views(shm: SharedMemory, layout: _Layout) -> dict[str, np.ndarray]:
+    return {name: np.ndarray((layout.n_rows,), dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+            for name, dtype, offset in layout.arrays}
+
+
+def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], sensitive: dict[str, np.ndarray],
+                       sensitive_sizes: dict[str, int], subset: np.ndarray | None, sparse: set[str],
+                       column_cache_mib: int) -> Grouper:
+    grouper = Grouper(columns, code_maps, sensitive, sensitive_sizes, subset, column_cache_mib=column_cache_mib)
+    grouper.sparse = set(sparse)  # the owner's choice of sparse statistics, whatever its threshold
+    return grouper
+
+
+def _serve(conn: Any, layout: _Layout) -> None:
+    """Worker loop: group this partition at each node asked for, reply with codes + stats."""
+    shm = SharedMemory(name=layout.shm_name)
+    try:
+        views = _views(shm, layout)
+        n_qis = len(layout.code_maps)
+        grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
+                                     {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
+                                     layout.sensitive_sizes, views.get("subset"), layout.sparse,
+                                     layout.column_cache_mib)
+        conn.send(("ready", None))
+        while True:
+            levels = conn.recv()
+            if levels is None:
+                break
+            try:
+                classes = grouper.group_rows(levels)
+                conn.send(("ok", (classes.codes, classes.stats)))
+            except Exception as exc:  # reported by the owner, which stops the search
+                conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
+        del grouper, views
+    finally:
+        shm.close()
+        conn.close()
+
+
+class ParallelRowGrouper:
+    """Groups the rows of a `Grouper`'s table in `workers` processes (one is the caller).
+
+    Attach with `parallel_rows(grouper, workers)`; every `grouper.group_rows` without
+    `keep_rows` then runs here.
+    """
+
+    def __init__(self, grouper: Grouper, workers: int) -> None:
+        n = grouper.n_rows
+        self.workers = max(1, min(int(workers), n))
+        self.grouper = grouper
+        self.groupings = 0  # row groupings done here (a test can see the workers were used)
+        bounds = np.linspace(0, n, self.workers + 1).astype(np.int64)
+        self.bounds = bounds
+        cache = max(8, (grouper.column_cache_bytes >> 20) // self.workers)
+        columns = [grouper.qi_column(i) for i in range(grouper.n_qis)]
+        subset = grouper.subset
+        sizes = dict(grouper.sensitive_sizes)
+
+        def part(a: np.ndarray | None, p: int) -> np.ndarray | None:
+            return None if a is None else a[bounds[p]:bounds[p + 1]]
+
+        self._local = _partition_grouper([c[: bounds[1]] for c in columns], grouper.code_maps,
+                                         {a: c[: bounds[1]] for a, c in grouper.sensitive_codes.items()},
+                                         sizes, part(subset, 0), grouper.sparse, cache)
+        self._blocks: list[SharedMemory] = []
+        self._conns: list[Any] = []
+        self._procs: list[Any] = []
+        ctx = get_context("spawn")
+        try:
+            for p in range(1, self.workers):
+                arrays = ([(f"qi{i}", c[bounds[p]:bounds[p + 1]]) for i, c in enumerate(columns)]
+                          + [(f"sens:{a}", c[bounds[p]:bounds[p + 1]]) for a, c in grouper.sensitive_codes.items()]
+                          + ([("subset", subset[bounds[p]:bounds[p + 1]])] if subset is not None else []))
+                layout, block = self._share(arrays, int(bounds[p + 1] - bounds[p]), grouper, cache)
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_serve, args=(child, layout), daemon=True,
+                                   name=f"fedanon-grouping-{p}")
+                with _no_main_import():
+                    proc.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(proc)
+            for conn in self._conns:
+                self._receive(conn)  # "ready": the worker has mapped its partition
+        except BaseException:
+            self.close()
+            raise
+
+    def _share(self, arrays: list[tuple[str, np.ndarray]], n_rows: int, grouper: Grouper,
+               cache: int) -> tuple[_Layout, SharedMemory]:
+        """Copy one partition's arrays into a new shared-memory block."""
+        offsets, total = [], 0
+        for _, a in arrays:
+            offsets.append(total)
+            total += -(-a.nbytes // 64) * 64  # 64-byte aligned
+        block = SharedMemory(create=True, size=max(total, 1))
+        self._blocks.append(block)
+        layout = _Layout(block.name, n_rows, [(name, a.dtype.str, off) for (name, a), off in zip(arrays, offsets)],
+                         grouper.code_maps, dict(grouper.sensitive_sizes), set(grouper.sparse), cache)
+        for (name, a), view in zip(arrays, _views(block, layout).values()):
+            view[:] = a
+        return layout, block
+
+    @staticmethod
+    def _receive(conn: Any) -> Any:
+        try:
+            status, payload = conn.recv()
+        except EOFError:
+            raise RuntimeError("a grouping worker process ended unexpectedly") from None
+        if status == "error":
+            raise RuntimeError(f"grouping worker failed: {payload}")
+        return payload
+
+    def group_rows(self, levels: tuple[int, ...]) -> Classes:
+        levels = tuple(int(x) for x in levels)
+        self.groupings += 1
+        for conn in self._conns:
+            conn.send(levels)
+        own = self._local.group_rows(levels)
+        parts = [(own.codes, own.stats)] + [self._receive(conn) for conn in self._conns]
+        radices = [self.grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+        return merge_partition_classes(levels, parts, radices)
+
+    def close(self) -> None:
+        """Stop the workers and free the shared memory (idempotent)."""
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for proc in self._procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        for block in self._blocks:
+            block.close()
+            block.unlink()
+        self._conns, self._procs, self._blocks = [], [], []
+
+
+@contextmanager
+def parallel_rows(grouper: Grouper, workers: int) -> Iterator[ParallelRowGrouper | None]:
+    """Row groupings of `grouper` in `workers` processes while the block runs (1: no processes)."""
+    if workers <= 1 or grouper.n_rows < 2:
+        yield None
+        return
+    pool = ParallelRowGrouper(grouper, workers)
+    grouper.row_partitions = pool
+    try:
+        yield pool
+    finally:
+        grouper.row_partitions = None
+        pool.close()

@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Scale benchmark of the engine: rows (end to end through the CLI) and QIs (search space).
 
-    python3 bench/scale.py [--rows 0.3,1.2,4.8,12] [--suppression 0,0.05]
-                           [--qis 9,11,13,15] [--time-limit 150] [--json OUT.json]
+    python3 bench/scale.py [--rows 0.3,1.2,4.8,12] [--suppression 0,0.05] [--workers 1,2]
+                           [--repeat 1] [--compare-with OLD_SRC] [--qis 9,11,13,15]
+                           [--time-limit 150] [--json OUT.json]
 
 Rows: ADULT resampled (each attribute drawn from a different random row, seeded) to
-each size in millions, 9 QIs, k = 5, each suppression limit: `fedanon anonymize`
-is run as a child process under /usr/bin/time, so the figures are what a user sees:
-end-to-end wall time, search time (the report's `elapsed_s`: prepare, search and
-materialization), checks, per-check time and peak RSS of the process. The reference
-measured in the same run is the search time itself (end-to-end / search) and the
-smallest row count (per-check growth relative to row growth).
+each size in millions, 9 QIs, k = 5, each suppression limit and each `--workers`
+value: `fedanon anonymize ... --report` is run as a child process under /usr/bin/time,
+so the figures are what a user sees: end-to-end wall time, search time (the report's
+`elapsed_s`: prepare, search and materialization), end-to-end / search (target
+<= 1.5), checks, per-check time, peak RSS of the process (target <= 1.5 GB at 4.8 M
+rows) and, with workers, the peak of the summed PSS of the process and its workers
+(sampled every 0.2 s; PSS shares the partitions' shared memory out fairly). The
+references measured in the same run: the search time itself (end-to-end / search),
+the smallest row count (per-check growth relative to row growth), one worker
+against several (runs alternate, `--repeat` rounds) and, with `--compare-with
+OLD_SRC`, the CLI of another source tree (e.g. a `git worktree` of an older
+commit) run alternately with this one on the same file (same transformation asserted).
 
 QIs: ADULT (30,162 rows) with its 9 QIs plus copies of age, education,
 marital-status, workclass, sex, race (in that order) under new names, k = 5: lattice
@@ -64,29 +71,56 @@ def load_state() -> str:
         return "?"
 
 
-def run_cli(csv: Path, out_dir: Path, suppression: float) -> dict:
+def _tree_pss_kib(pid: int) -> int:
+    """PSS of a process and all its descendants (shared pages divided among their users)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def run_cli(csv: Path, out_dir: Path, suppression: float, workers: int = 1, src: Path = ROOT) -> dict:
+    """One `fedanon anonymize` run of the source tree `src` as a child process, measured."""
     qi = [x for a in ATTRS for x in ("--qi", f"{a}={DATA / f'adult_hierarchy_{a}.csv'}")]
     report = out_dir / "report.json"
     cmd = ["/usr/bin/time", "-f", "RSS_KB=%M", sys.executable, "-m", "fedanon", "anonymize", str(csv), *qi,
            "--k", "5", "--suppression", str(suppression), "--output", str(out_dir / "out.csv"),
-           "--report", str(report), "--quiet"]
+           "--report", str(report), "--quiet"] + (["--workers", str(workers)] if workers != 1 else [])
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=src,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))})
+    peak_pss = 0
+    while proc.poll() is None:
+        peak_pss = max(peak_pss, _tree_pss_kib(proc.pid))
+        time.sleep(0.2)
     wall = time.perf_counter() - t0
+    _out, err = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"fedanon anonymize failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
-    rss_kb = int(next(l for l in proc.stderr.splitlines() if l.startswith("RSS_KB=")).split("=")[1])
+        raise SystemExit(f"fedanon anonymize failed ({proc.returncode}): {err.strip()[-500:]}")
+    rss_kb = int(next(l for l in err.splitlines() if l.startswith("RSS_KB=")).split("=")[1])
     rep = json.loads(report.read_text())
     return {"wall_s": wall, "search_s": rep["elapsed_s"], "checks": rep["checks"], "peak_rss_mib": rss_kb / 1024,
+            "peak_tree_pss_mib": peak_pss / 1024, "workers": workers,
+            "row_groupings": rep.get("row_groupings"),
             "transformation": list(rep["transformation"].values()), "suppressed": rep["suppressed_rows"],
             "optimum_found": rep["optimum_found"]}
 
 
-def rows_sweep(sizes: list[float], suppressions: list[float], workdir: Path) -> list[dict]:
+def rows_sweep(sizes: list[float], suppressions: list[float], workdir: Path, workers: list[int] = (1,),
+               repeat: int = 1, compare_with: Path | None = None) -> list[dict]:
     header, rows, _ = load_adult()
     adult = EncodedTable.from_rows(header, rows)
     out = []
+    variants = [(w, "this", ROOT) for w in workers] + ([(1, "reference", compare_with)] if compare_with else [])
     for millions in sizes:
         n = int(round(millions * 1_000_000))
         csv = workdir / f"resampled_{n}.csv"
@@ -94,13 +128,20 @@ def rows_sweep(sizes: list[float], suppressions: list[float], workdir: Path) -> 
         write_csv(resample_codes(adult, n), csv)
         build_s = time.perf_counter() - t0
         for s in suppressions:
-            r = run_cli(csv, workdir, s)
-            r.update(rows=n, suppression=s, build_s=build_s, load=load_state(),
-                     per_check_ms=1000 * r["search_s"] / max(r["checks"], 1),
-                     end_to_end_over_search=r["wall_s"] / r["search_s"])
-            out.append(r)
-            print(f"  {n:>10,} rows s={s:.0%}: wall {r['wall_s']:.1f} s, search {r['search_s']:.1f} s, "
-                  f"{r['checks']} checks, RSS {r['peak_rss_mib']:.0f} MiB (load {r['load']})", file=sys.stderr)
+            for round_ in range(repeat):
+                for w, tree, src in variants:  # alternating: every variant sees the same load pattern
+                    r = run_cli(csv, workdir, s, w, src)
+                    r.update(rows=n, suppression=s, build_s=build_s, load=load_state(), tree=tree, round=round_,
+                             per_check_ms=1000 * r["search_s"] / max(r["checks"], 1),
+                             end_to_end_over_search=r["wall_s"] / r["search_s"])
+                    same = [x for x in out if x["rows"] == n and x["suppression"] == s]
+                    if same and (same[0]["transformation"], same[0]["suppressed"]) != (r["transformation"],
+                                                                                    r["suppressed"]):
+                        raise SystemExit(f"different result: {tree} workers={w} vs the first run at {n} rows, s={s}")
+                    out.append(r)
+                    print(f"  {n:>10,} rows s={s:.0%} {tree} workers={w}: wall {r['wall_s']:.1f} s, search "
+                          f"{r['search_s']:.1f} s, {r['checks']} checks, RSS {r['peak_rss_mib']:.0f} MiB "
+                          f"(tree PSS {r['peak_tree_pss_mib']:.0f}) (load {r['load']})", file=sys.stderr)
         csv.unlink()
     return out
 
@@ -142,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="0.3,1.2,4.8,12", help="row counts in millions (empty: skip)")
     ap.add_argument("--suppression", default="0,0.05", help="suppression limits")
+    ap.add_argument("--workers", default="1", help="--workers values to run alternately, e.g. 1,2")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the alternating runs (take the best)")
+    ap.add_argument("--compare-with", metavar="OLD_SRC", default=None,
+                    help="also run the CLI of this source tree (a checkout of an older commit), alternately")
     ap.add_argument("--qis", default="9,11,13,15", help="QI counts, 9..15 (empty: skip)")
     ap.add_argument("--time-limit", type=float, default=150.0, help="heuristic time limit for the QI sweep")
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
@@ -152,26 +197,42 @@ def main(argv: list[str] | None = None) -> int:
     sups = [float(x) for x in args.suppression.split(",") if x]
     counts = [int(x) for x in args.qis.split(",") if x]
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        rows_res = rows_sweep(sizes, sups, Path(tmp)) if sizes else []
+        rows_res = rows_sweep(sizes, sups, Path(tmp), [int(w) for w in args.workers.split(",") if w], args.repeat,
+                              Path(args.compare_with).resolve() if args.compare_with else None) if sizes else []
     qis_res = qis_sweep(counts, args.time_limit, args.node_budget) if counts else []
 
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    print(f"\nrows (resampled ADULT, 9 QIs, k=5) — {machine}")
-    print(f"{'rows':>11} {'supp':>5} {'wall s':>8} {'search s':>9} {'e2e/search':>10} {'checks':>7} "
-          f"{'ms/check':>9} {'RSS MiB':>8} {'rows/s':>10}  load")
+    print(f"\nrows (resampled ADULT, 9 QIs, k=5) — {machine}; targets: e2e/search <= 1.5, RSS <= 1536 MiB at 4.8 M")
+    print(f"{'rows':>11} {'supp':>5} {'tree':>9} {'wrk':>3} {'wall s':>8} {'search s':>9} {'e2e/search':>10} "
+          f"{'checks':>7} {'ms/check':>9} {'RSS MiB':>8} {'PSS MiB':>8} {'rows/s':>10}  load")
     for r in rows_res:
-        print(f"{r['rows']:>11,} {r['suppression']:>5.0%} {r['wall_s']:>8.1f} {r['search_s']:>9.1f} "
-              f"{r['end_to_end_over_search']:>10.2f} {r['checks']:>7} {r['per_check_ms']:>9.1f} "
-              f"{r['peak_rss_mib']:>8.0f} {r['rows'] / r['wall_s']:>10,.0f}  {r['load']}")
+        print(f"{r['rows']:>11,} {r['suppression']:>5.0%} {r['tree']:>9} {r['workers']:>3} {r['wall_s']:>8.1f} "
+              f"{r['search_s']:>9.1f} {r['end_to_end_over_search']:>10.2f} {r['checks']:>7} {r['per_check_ms']:>9.1f} "
+              f"{r['peak_rss_mib']:>8.0f} {r['peak_tree_pss_mib']:>8.0f} {r['rows'] / r['wall_s']:>10,.0f}  {r['load']}")
+    best: dict[tuple, dict] = {}
+    for r in rows_res:  # best of the rounds per configuration
+        key = (r["rows"], r["suppression"], r["tree"], r["workers"])
+        if key not in best or r["wall_s"] < best[key]["wall_s"]:
+            best[key] = r
     growth = []
     for s in sups:
-        by_n = {r["rows"]: r for r in rows_res if r["suppression"] == s}
+        by_n = {k[0]: r for k, r in best.items() if k[1] == s and k[2] == "this" and k[3] == 1}
         if 1_200_000 in by_n and 4_800_000 in by_n:
             a, b = by_n[1_200_000], by_n[4_800_000]
             g = (b["per_check_ms"] / a["per_check_ms"]) / 4.0
             growth.append({"suppression": s, "per_check_growth_over_row_growth": g})
             print(f"per-check time 1.2 M -> 4.8 M rows (s={s:.0%}): x{b['per_check_ms'] / a['per_check_ms']:.2f} "
                   f"for x4 rows = {g:.2f} x the row growth")
+    ratios = []
+    for (n, s, tree, w), r in sorted(best.items()):
+        one = best.get((n, s, "this", 1))
+        if one is not None and r is not one:
+            ratio = {"rows": n, "suppression": s, "variant": f"{tree} workers={w}",
+                     "search_over_one_worker": r["search_s"] / one["search_s"],
+                     "wall_over_one_worker": r["wall_s"] / one["wall_s"]}
+            ratios.append(ratio)
+            print(f"{n:>11,} rows s={s:.0%}: {ratio['variant']} / this workers=1 (best of {args.repeat}): search "
+                  f"x{ratio['search_over_one_worker']:.2f}, wall x{ratio['wall_over_one_worker']:.2f}")
     if qis_res:
         print(f"\nQIs (ADULT + copies, k=5, node budget {args.node_budget:,}, time limit {args.time_limit:g} s)")
         print(f"{'QIs':>4} {'nodes':>11} {'time s':>8} {'checks':>7} {'optimum':>8} {'gap':>7}  search")
@@ -180,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{str(r['optimum_found']):>8} {r['gap']:>7.2%}  {r['algorithm']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows_res, "per_check_growth": growth,
-                                               "qis": qis_res}, indent=2) + "\n")
+                                               "ratios": ratios, "qis": qis_res}, indent=2) + "\n")
     return 0
 
 

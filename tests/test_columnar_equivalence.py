@@ -229,3 +229,32 @@ def test_engine_uses_the_column_major_columns_without_copying():
     for i, ci in enumerate(prep.qi_index):
         assert np.shares_memory(prep.grouper.qi_column(i), table.codes)
         assert np.array_equal(prep.grouper.qi_column(i), table.codes[:, ci])
+
+
+@pytest.mark.parametrize("values", [["a", "bb", "1-5", "ü"], ["a", "x;y", ' lead', 'q"t', "multi\nline", ""]])
+def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values):
+    """Both writer paths (pyarrow's CSV writer when nothing needs quoting, quoted joins
+    otherwise), batch boundaries and a row selection against csv.writer."""
+    from fedanon.engine import csvio
+    from fedanon.engine.csvio import write_columns
+
+    rng = np.random.default_rng(len(values))
+    n = 2 * csvio.WRITE_BATCH_ROWS + 17
+    codes = [rng.integers(0, len(values), n).astype(np.uint8), rng.integers(0, 3, n).astype(np.int32)]
+    dictionaries = [values, [b"x", b"y", b"z"]]
+    selection = rng.permutation(n)[: n - 5]
+    for rows in (None, selection):
+        out = tmp_path / "out.csv"
+        written = write_columns(out, ["v", "w"], codes, dictionaries, rows=rows)
+        order = np.arange(n) if rows is None else selection
+        expected = tmp_path / "expected.csv"
+        with open(expected, "w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh, delimiter=";", lineterminator="\n")
+            writer.writerow(["v", "w"])
+            writer.writerows([[values[codes[0][r]], "xyz"[codes[1][r]]] for r in order])
+        assert written == len(order)
+        if values[1] == "bb":  # nothing to quote: byte for byte what csv.writer writes
+            assert out.read_bytes() == expected.read_bytes()
+        got = list(csv.reader(open(out, encoding="utf-8", newline=""), delimiter=";"))
+        want = list(csv.reader(open(expected, encoding="utf-8", newline=""), delimiter=";"))
+        assert got == want

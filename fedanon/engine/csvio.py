@@ -299,23 +299,53 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
     """Write a dictionary-encoded table as UTF-8 CSV in batches; returns the rows written.
 
     `rows` (optional) selects and orders the rows to write. Each distinct value is
-    quoted once; rows are joined column-wise by pyarrow, never one Python object per row.
+    quoted once; rows are never one Python object each. When no value needs quoting
+    (the usual case) pyarrow's CSV writer streams the dictionary-encoded columns (about
+    twice as fast); otherwise pyarrow joins the quoted values column-wise.
     """
+    import pyarrow as pa
+
+    texts = [[_as_text(v) for v in d] for d in dictionaries]
+    quoted = [[quote_value(v, delimiter) for v in d] for d in texts]
+    n = int(codes[0].shape[0]) if len(codes) else 0
+    total = n if rows is None else int(len(rows))
+    header = (delimiter.join(quote_value(c, delimiter) for c in columns) + "\n").encode("utf-8")
+    plain = bool(columns) and all(q == t for qs, ts in zip(quoted, texts) for q, t in zip(qs, ts))
+    values = [pa.array(q, type=pa.string()) for q in quoted]
+    with open(path, "wb") as fh:
+        fh.write(header)
+        for start in range(0, total, WRITE_BATCH_ROWS):
+            stop = min(start + WRITE_BATCH_ROWS, total)
+            batch = [np.asarray(c)[start:stop] if rows is None else np.asarray(c)[np.asarray(rows[start:stop])]
+                     for c in codes]
+            if plain:
+                _write_plain_batch(fh, columns, batch, values, delimiter)
+            else:
+                _write_quoted_batch(fh, batch, values, delimiter)
+    pa.default_memory_pool().release_unused()
+    return total
+
+
+def _write_plain_batch(fh, columns: Sequence[str], batch: list[np.ndarray], values: list, delimiter: str) -> None:  # type: ignore[no-untyped-def]
+    """Rows of values that need no quoting, by pyarrow's CSV writer on dictionary arrays."""
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
+    arrays = [pa.DictionaryArray.from_arrays(pa.array(c), v) for c, v in zip(batch, values)]
+    pacsv.write_csv(pa.table(arrays, names=[f"c{i}" for i in range(len(columns))]), fh,
+                    write_options=pacsv.WriteOptions(include_header=False, delimiter=delimiter,
+                                                     quoting_style="none", batch_size=WRITE_BATCH_ROWS))
+
+
+def _write_quoted_batch(fh, batch: list[np.ndarray], values: list, delimiter: str) -> None:  # type: ignore[no-untyped-def]
+    """Rows joined column-wise from already quoted values."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    quoted = [pa.array([quote_value(_as_text(v), delimiter) for v in d], type=pa.string()) for d in dictionaries]
-    n = int(codes[0].shape[0]) if len(codes) else 0
-    selection = np.arange(n) if rows is None else np.asarray(rows)
-    with open(path, "wb") as fh:
-        fh.write((delimiter.join(quote_value(c, delimiter) for c in columns) + "\n").encode("utf-8"))
-        for start in range(0, len(selection), WRITE_BATCH_ROWS):
-            batch = selection[start:start + WRITE_BATCH_ROWS]
-            cells = [pc.take(q, pa.array(np.asarray(c)[batch].astype(np.int64))) for q, c in zip(quoted, codes)]
-            lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, delimiter)
-            text = pc.binary_join_element_wise(lines, pa.array([""] * len(batch)), "\n")
-            fh.write(_contiguous_bytes(text))
-    return int(len(selection))
+    cells = [pc.take(v, pa.array(c.astype(np.int64))) for v, c in zip(values, batch)]
+    lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, delimiter)
+    text = pc.binary_join_element_wise(lines, pa.array([""] * len(batch[0])), "\n")
+    fh.write(_contiguous_bytes(text))
 
 
 def _contiguous_bytes(array) -> bytes:  # type: ignore[no-untyped-def]

@@ -153,6 +153,18 @@ def test_adult_results_identical_on_both_paths(adult_both_paths, name):
     assert_same_result(old, new)
 
 
+def run_cli(capsys, source: Path, out: Path, qis: list[str], hier_paths: dict[str, Path], flags: list[str]) -> dict:
+    """`fedanon anonymize` in-process; its JSON report."""
+    rep = out.with_name("report.json")
+    args = ["anonymize", str(source), "-o", str(out), "--report", str(rep), "-q", *flags]
+    for a in qis:
+        args += ["--qi", f"{a}={hier_paths[a]}"]
+    code = main(args)
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(rep.read_text())
+
+
 @pytest.mark.parametrize("dataset", ["example", "adult"])
 def test_cli_output_file_equals_old_path_written_with_csv_module(tmp_path, capsys, dataset):
     """The whole CLI (columnar read, engine, batched columnar write) vs old path + csv.writer."""
@@ -160,16 +172,10 @@ def test_cli_output_file_equals_old_path_written_with_csv_module(tmp_path, capsy
     sensitive = "diagnosis" if dataset == "example" else "occupation"
     source = folder / f"{dataset}.csv"
     hier_paths = {a: folder / f"{dataset}_hierarchy_{a}.csv" for a in qis + [sensitive]}
-    out, rep = tmp_path / "out.csv", tmp_path / "report.json"
-    args = ["anonymize", str(source), "-o", str(out), "--report", str(rep), "-q", "--k", "2",
-            "--suppression", "0.05", "--l-diversity", "distinct:2",
-            "--sensitive", f"{sensitive}={hier_paths[sensitive]}"]
-    for a in qis:
-        args += ["--qi", f"{a}={hier_paths[a]}"]
-    code = main(args)
-    _, err = capsys.readouterr()
-    assert code == 0, err
-    report = json.loads(rep.read_text())
+    out = tmp_path / "out.csv"
+    report = run_cli(capsys, source, out, qis, hier_paths, ["--k", "2", "--suppression", "0.05",
+                                                            "--l-diversity", "distinct:2", "--sensitive",
+                                                            f"{sensitive}={hier_paths[sensitive]}"])
 
     header = csv_module_rows(source)[0]
     columns = [c for c in header if c in qis + [sensitive]]  # released columns, input order
@@ -197,15 +203,8 @@ def test_cli_report_figures_equal_old_path_analysis(tmp_path, capsys):
 
     qis = ADULT_QIS[:7]
     hier_paths = {a: ADULT / f"adult_hierarchy_{a}.csv" for a in qis}
-    out, rep = tmp_path / "out.csv", tmp_path / "report.json"
-    args = ["anonymize", str(ADULT / "adult.csv"), "-o", str(out), "--report", str(rep), "-q", "--k", "5",
-            "--suppression", "0.05"]
-    for a in qis:
-        args += ["--qi", f"{a}={hier_paths[a]}"]
-    code = main(args)
-    _, err = capsys.readouterr()
-    assert code == 0, err
-    report = json.loads(rep.read_text())
+    report = run_cli(capsys, ADULT / "adult.csv", tmp_path / "out.csv", qis, hier_paths,
+                     ["--k", "5", "--suppression", "0.05"])
 
     config = AnonymizationConfig(qis, k=5, suppression=0.05)
     header = csv_module_rows(ADULT / "adult.csv")[0]

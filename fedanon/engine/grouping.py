@@ -229,8 +229,9 @@ def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray
     return order, packed
 
 
-def _sum_by(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
-    """Sum rows of `values` (1-D or 2-D) per group id."""
+def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """Sum rows of integer `values` (1-D or 2-D) per group id (exact below 2^53); also used to
+    merge partitions' class tables (`parallel_grouping.py`)."""
     if values.ndim == 1:
         return np.bincount(inverse, weights=values, minlength=n_groups).round().astype(np.int64)
     d = values.shape[1]
@@ -464,12 +465,12 @@ class Grouper:
             subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
             return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
                            rolled_from=base.levels, mapping=inverse)
-        sizes = _sum_by(inverse, n_classes, st.sizes.astype(np.float64))
+        sizes = sum_by_group(inverse, n_classes, st.sizes.astype(np.float64))
         hists = {a: h.rollup(inverse, n_classes) if isinstance(h, SparseHistogram)
-                 else _sum_by(inverse, n_classes, h) for a, h in st.histograms.items()}
+                 else sum_by_group(inverse, n_classes, h) for a, h in st.histograms.items()}
         subset_sizes = None
         if st.subset_sizes is not None:
-            subset_sizes = _sum_by(inverse, n_classes, st.subset_sizes.astype(np.float64))
+            subset_sizes = sum_by_group(inverse, n_classes, st.subset_sizes.astype(np.float64))
         return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
                        rolled_from=base.levels, mapping=inverse)
 

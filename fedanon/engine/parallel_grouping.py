@@ -37,7 +37,7 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.grouping import Classes, Grouper, group_keys
+from fedanon.engine.grouping import Classes, Grouper, group_keys, sum_by_group
 from fedanon.errors import InputError
 
 #: below this many rows `--workers auto` stays in one process: starting workers (~1 s
@@ -82,27 +82,17 @@ def merge_partition_classes(levels: tuple[int, ...], parts: list[tuple[np.ndarra
     n_classes = int(first.shape[0])
     codes = np.ascontiguousarray(codes_all[first], dtype=np.int32)
     stats = [s for _, s in parts]
-    sizes = _sum_per_class(inverse, n_classes, np.concatenate([s.sizes for s in stats]))
+    sizes = sum_by_group(inverse, n_classes, np.concatenate([s.sizes for s in stats]))
     hists: dict[str, Any] = {}
     for attr, first_hist in stats[0].histograms.items():
         if isinstance(first_hist, SparseHistogram):
             hists[attr] = _merge_sparse([s.histograms[attr] for s in stats], inverse, n_classes)
         else:
-            hists[attr] = _sum_per_class(inverse, n_classes, np.concatenate([s.histograms[attr] for s in stats]))
+            hists[attr] = sum_by_group(inverse, n_classes, np.concatenate([s.histograms[attr] for s in stats]))
     subset_sizes = None
     if stats[0].subset_sizes is not None:
-        subset_sizes = _sum_per_class(inverse, n_classes, np.concatenate([s.subset_sizes for s in stats]))
+        subset_sizes = sum_by_group(inverse, n_classes, np.concatenate([s.subset_sizes for s in stats]))
     return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes))
-
-
-def _sum_per_class(inverse: np.ndarray, n_classes: int, values: np.ndarray) -> np.ndarray:
-    """Integer rows of `values` (1-D or 2-D) summed per merged class (exact below 2^53)."""
-    if values.ndim == 1:
-        return np.bincount(inverse, weights=values, minlength=n_classes).round().astype(np.int64)
-    width = values.shape[1]
-    flat = (inverse[:, None] * width + np.arange(width, dtype=np.int64)).ravel()
-    summed = np.bincount(flat, weights=values.ravel().astype(np.float64), minlength=n_classes * width)
-    return summed.round().astype(np.int64).reshape(n_classes, width)
 
 
 def _merge_sparse(hists: list[SparseHistogram], inverse: np.ndarray, n_classes: int) -> SparseHistogram:

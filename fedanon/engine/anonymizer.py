@@ -19,7 +19,7 @@ import numpy as np
 
 from fedanon.engine.checker import Checker, ClassJudge, LocalChecker
 from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.criteria import CriterionContext, build_criteria
+from fedanon.engine.criteria import CriterionContext, build_criteria, saturation_thresholds
 from fedanon.engine.flash import FlashSearch, SearchOutcome
 from fedanon.engine.grouping import Grouper
 from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
@@ -141,7 +141,8 @@ def prepare_structure(
         raise InputError("delta-presence needs a research subset (one flag per row)")
 
     # per-column views: no n x QIs copy (a column-major table's columns are used without copying)
-    grouper = Grouper([table.codes[:, ci] for ci in qi_index], code_maps, sens_codes, sens_sizes, subset)
+    grouper = Grouper([table.codes[:, ci] for ci in qi_index], code_maps, sens_codes, sens_sizes, subset,
+                      saturation=saturation_thresholds(build_criteria(config)))
     lattice = Lattice([int(cm.shape[0]) for cm in code_maps])
     return Structure(table, config, qi_index, code_maps, level_dicts, grouper, lattice, hierarchies, sens_maps)
 

@@ -10,6 +10,15 @@ coarser classes and summing (the same counting grouping the rows use). The ℓ a
 criteria evaluate it directly (`diversity.py`, `closeness.py`), so no dense matrix is
 ever materialized. Statistics stay additive and value-blind: the same code runs on
 ciphertext dictionaries.
+
+Saturation: a criterion that accepts every class with at least `saturate_at` distinct
+values -- and therefore every union of such a class with any others (distinct-ℓ-diversity;
+not entropy or recursive-(c,ℓ), where merging with a skewed class can break a class) --
+lets the histogram forget such classes: it keeps one flag per class instead of their
+entries. The fine nodes of a high-cardinality table have entries for nearly every row,
+most of them in classes that are already diverse, so roll-ups then sort a small
+fraction of the entries. Unsaturated classes keep exact entries (all their parts were
+unsaturated), so every per-class answer stays exact, with or without suppression.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ class SparseHistogram:
     `cls[i]`, `value[i]`, `count[i]`: class, sensitive code and count (> 0) of entry i.
     Each (class, value) pair occurs once. Built or merged entries are sorted by
     (class, value); a renumbering roll-up (no classes merged) keeps the old order.
+    With `saturate_at` > 0, classes with at least that many distinct values are flagged
+    in `saturated` and hold no entries (see the module docstring).
     """
 
     cls: np.ndarray  # int64
@@ -32,6 +43,8 @@ class SparseHistogram:
     count: np.ndarray  # int64
     n_classes: int
     domain: int
+    saturate_at: int = 0
+    saturated: np.ndarray | None = None  # bool per class, only when saturate_at > 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -42,88 +55,134 @@ class SparseHistogram:
         return int(self.cls.nbytes + self.value.nbytes + self.count.nbytes)
 
     @classmethod
-    def from_rows(cls_, row_class: np.ndarray, codes: np.ndarray, n_classes: int, domain: int) -> "SparseHistogram":
-        """Count (class, value) pairs over rows."""
-        key = row_class.astype(np.int64) * domain + codes
-        return cls_._from_pairs(key, None, n_classes, domain)
+    def from_rows(cls_, row_class: np.ndarray, codes: np.ndarray, n_classes: int, domain: int,
+                  saturate_at: int = 0) -> "SparseHistogram":
+        """Count (class, value) pairs over rows; with `saturate_at`, forget saturated classes."""
+        built = cls_._from_pairs(row_class, codes, None, n_classes, domain)
+        if saturate_at > 0:
+            built._saturate(saturate_at, np.zeros(n_classes, dtype=bool))
+        return built
 
     def rollup(self, class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
         """Entries of the coarser classes: class c of this table becomes class_map[c]."""
         new_cls = class_map[self.cls].astype(np.int64, copy=False)
+        value, count = self.value, self.count
+        saturated = None
+        if self.saturated is not None:
+            # a class with a saturated part is saturated: its other parts' entries are dropped
+            saturated = np.zeros(n_classes, dtype=bool)
+            saturated[class_map[self.saturated]] = True
+            live = ~saturated[new_cls]
+            if not live.all():
+                new_cls, value, count = new_cls[live], value[live], count[live]
         if n_classes == self.n_classes:  # a renumbering only: no two pairs can merge
-            return SparseHistogram(new_cls, self.value, self.count, n_classes, self.domain)
-        key = np.multiply(new_cls, self.domain, out=new_cls)  # a fresh array from the gather
-        np.add(key, self.value, out=key)
-        return self._from_pairs(key, self.count, n_classes, self.domain)
+            return SparseHistogram(new_cls, value, count, n_classes, self.domain, self.saturate_at, saturated)
+        rolled = self._from_pairs(new_cls, value, count, n_classes, self.domain)
+        if saturated is not None:
+            rolled._saturate(self.saturate_at, saturated)
+        return rolled
+
+    def _saturate(self, at: int, saturated: np.ndarray) -> None:
+        """Flag classes with ≥ `at` distinct values (plus those already in `saturated`)
+        and drop their entries; entries of the others keep their order."""
+        saturated |= np.bincount(self.cls, minlength=self.n_classes) >= at
+        live = ~saturated[self.cls]
+        if not live.all():
+            self.cls, self.value, self.count = self.cls[live], self.value[live], self.count[live]
+        self.saturate_at, self.saturated = at, saturated
+
+    def _require_complete(self, what: str) -> None:
+        if self.saturated is not None and self.saturated.any():
+            raise ValueError(f"{what} of saturated classes are not kept (their entries were dropped)")
 
     @classmethod
-    def _from_pairs(cls_, key: np.ndarray, count: np.ndarray | None, n_classes: int,
-                    domain: int) -> "SparseHistogram":
-        """Sum `count` (1 each where None) per distinct pair key = class * domain + value.
+    def _from_pairs(cls_, pair_cls: np.ndarray, value: np.ndarray, count: np.ndarray | None,
+                    n_classes: int, domain: int) -> "SparseHistogram":
+        """Sum `count` (1 each where None) per (class, value) pair.
 
-        Only the sums per key are needed -- no group id per input entry -- so a small
-        key span is counted densely (`bincount`) and a large one sorted once with the
-        count packed into the low bits of the key: no argsort, no scatter of an
-        inverse, no float round trip. Entries come out sorted by (class, value).
+        Only the sums per pair are needed -- no group id per input entry -- so a small
+        key span is counted densely (`bincount`) and a large one sorted once: the key is
+        class and value bit-packed (decoded by a shift and a mask, not a division), in
+        int32 where it fits (a faster sort), with the count in the low bits; sums per pair
+        are differences of one running sum (not `reduceat`, slow on many small groups).
+        No argsort, no scatter of an inverse, no float round trip. Entries come out
+        sorted by (class, value).
         """
-        n = key.shape[0]
+        n = pair_cls.shape[0]
         span = n_classes * domain
         if n == 0:
             empty = np.zeros(0, dtype=np.int64)
             return cls_(empty, empty, empty, n_classes, domain)
         if span <= max(4 * n, 1 << 16):
+            key = pair_cls.astype(np.int64) * domain + value
             summed = np.bincount(key, weights=count, minlength=span)
             pair_key = np.flatnonzero(summed)
             counts = summed[pair_key].astype(np.int64)  # exact: integer sums < 2**53
+            cls, values = np.divmod(pair_key, domain)
+            return cls_(cls, values, counts, n_classes, domain)
+        value_bits = max(1, (domain - 1).bit_length())
+        count_bits = 0 if count is None else max(1, int(count.max()).bit_length())
+        key_bits = max(1, (n_classes - 1).bit_length()) + value_bits + count_bits
+        if key_bits > 63:  # pragma: no cover - beyond 2**63: plain argsort
+            key = pair_cls.astype(np.int64) * domain + value
+            order = np.argsort(key, kind="stable")
+            sorted_key = key[order]
+            starts = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
+            ones = np.ones(n, dtype=np.int64) if count is None else count[order]
+            cls, values = np.divmod(sorted_key[starts], domain)
+            return cls_(cls, values, np.add.reduceat(ones, starts), n_classes, domain)
+        key = pair_cls.astype(np.int32 if key_bits <= 31 else np.int64)
+        np.left_shift(key, value_bits, out=key)
+        np.bitwise_or(key, value, out=key, casting="unsafe")  # value < 2**value_bits
+        if count is not None:
+            np.left_shift(key, count_bits, out=key)
+            np.bitwise_or(key, count, out=key, casting="unsafe")  # count < 2**count_bits
+        key.sort()
+        pairs = key if count is None else np.right_shift(key, count_bits)
+        last = np.empty(n, dtype=bool)  # last entry of each pair
+        last[-1] = True
+        np.not_equal(pairs[1:], pairs[:-1], out=last[:-1])
+        ends = np.flatnonzero(last)
+        if count is None:
+            running = ends + 1
         else:
-            max_count = n if count is None else int(count.max())
-            bits = max(1, max_count.bit_length())
-            if count is None:
-                key = np.sort(key)
-                starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-                counts = np.diff(np.append(starts, n))
-                pair_key = key[starts]
-            elif span < 1 << (63 - bits):
-                packed = np.left_shift(key, bits, out=key)  # `key` is a temporary of the caller's
-                np.bitwise_or(packed, count, out=packed)
-                packed.sort()
-                sorted_key = np.right_shift(packed, bits)
-                boundary = np.empty(n, dtype=bool)
-                boundary[0] = True
-                np.not_equal(sorted_key[1:], sorted_key[:-1], out=boundary[1:])
-                starts = np.flatnonzero(boundary)
-                counts = np.add.reduceat(np.bitwise_and(packed, (1 << bits) - 1, out=packed), starts)
-                pair_key = sorted_key[starts]
-            else:  # pragma: no cover - beyond 2**63 / max count: plain argsort
-                order = np.argsort(key, kind="stable")
-                sorted_key = key[order]
-                starts = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
-                counts = np.add.reduceat(count[order], starts)
-                pair_key = sorted_key[starts]
-        cls = pair_key // domain
-        return cls_(cls, pair_key - cls * domain, counts.astype(np.int64, copy=False), n_classes, domain)
+            running = np.cumsum(np.bitwise_and(key, (1 << count_bits) - 1), dtype=np.int64)[ends]
+        counts = np.empty(ends.shape[0], dtype=np.int64)
+        counts[0] = running[0]
+        np.subtract(running[1:], running[:-1], out=counts[1:])
+        pair_key = pairs[ends]
+        cls = np.right_shift(pair_key, value_bits).astype(np.int64)
+        values = np.bitwise_and(pair_key, (1 << value_bits) - 1).astype(np.int64)
+        return cls_(cls, values, counts, n_classes, domain)
 
     def subset(self, keep: np.ndarray) -> "SparseHistogram":
         """Only the classes flagged in `keep` (boolean per class), renumbered densely."""
         new_id = np.cumsum(keep, dtype=np.int64) - 1
         mask = keep[self.cls]
         return SparseHistogram(new_id[self.cls[mask]], self.value[mask], self.count[mask],
-                               int(keep.sum()), self.domain)
+                               int(keep.sum()), self.domain, self.saturate_at,
+                               None if self.saturated is None else self.saturated[keep])
 
     def sizes(self) -> np.ndarray:
-        """Rows per class."""
+        """Rows per class (not known for saturated classes: ValueError if there are any)."""
+        self._require_complete("sizes")
         return np.bincount(self.cls, weights=self.count, minlength=self.n_classes).round().astype(np.int64)
 
     def distinct(self) -> np.ndarray:
-        """Distinct values per class."""
-        return np.bincount(self.cls, minlength=self.n_classes).astype(np.int64)
+        """Distinct values per class; `saturate_at` (a lower bound) for saturated classes."""
+        distinct = np.bincount(self.cls, minlength=self.n_classes).astype(np.int64)
+        if self.saturated is not None:
+            distinct[self.saturated] = self.saturate_at
+        return distinct
 
     def per_class_sum(self, weights: np.ndarray) -> np.ndarray:
         """Sum of a per-entry float quantity per class."""
+        self._require_complete("sums")
         return np.bincount(self.cls, weights=weights, minlength=self.n_classes)
 
     def toarray(self) -> np.ndarray:
-        """The dense matrix (tests and small tables only)."""
+        """The dense matrix (tests and small tables only; not with saturated classes)."""
+        self._require_complete("counts")
         out = np.zeros((self.n_classes, self.domain), dtype=np.int64)
         np.add.at(out, (self.cls, self.value), self.count)
         return out

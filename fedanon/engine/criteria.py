@@ -53,6 +53,10 @@ class Criterion(ABC):
     # suppression-monotone sub-criterion (Flash_2P phase 1) when the model itself
     # is not monotone with suppression. 1 = no such implication.
     min_class_size: int = 1
+    # Every class with at least this many distinct values of `needs_histogram` is accepted,
+    # and so is every union of such a class with other classes (0 = no such rule). The
+    # statistics may then forget those classes' entries (classhist.py, "saturation").
+    accepts_distinct_at_least: int = 0
 
     def prepare(self, context: CriterionContext) -> None:
         """Receive global information once before the search starts."""
@@ -80,6 +84,17 @@ class KAnonymity(Criterion):
 
     def describe(self) -> str:
         return f"{self.k}-anonymity"
+
+
+def saturation_thresholds(criteria: list[Criterion]) -> dict[str, int]:
+    """Per sensitive attribute: the distinct-value count at which its class statistics may
+    forget a class -- only where every criterion reading that attribute accepts such
+    classes and their unions (e.g. distinct-ℓ alone; not with t-closeness on it)."""
+    by_attribute: dict[str, list[int]] = {}
+    for c in criteria:
+        if c.needs_histogram:
+            by_attribute.setdefault(c.needs_histogram, []).append(c.accepts_distinct_at_least)
+    return {a: max(ats) for a, ats in by_attribute.items() if min(ats) > 0}
 
 
 def build_criteria(config: AnonymizationConfig) -> list[Criterion]:

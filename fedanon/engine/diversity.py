@@ -49,6 +49,10 @@ class LDiversityCriterion(Criterion):
         # Only distinct-ℓ survives suppression (§3.2.2); the core may use this
         # to keep predictive tagging on for it.
         self.monotone_with_suppression = self.variant == "distinct"
+        # a class with ≥ ℓ distinct values stays distinct-ℓ-diverse whatever joins it; entropy
+        # and recursive-(c,ℓ) have no such rule (a skewed class joining can break either)
+        if self.variant == "distinct":
+            self.accepts_distinct_at_least = self.min_class_size
 
     # The minimal class size this model implies (every ℓ-diverse class has ≥ ℓ
     # rows for distinct/recursive; entropy-ℓ needs ≥ ceil(ℓ) distinct values).
@@ -85,7 +89,11 @@ class LDiversityCriterion(Criterion):
     def _classes_ok_sparse(self, hist: SparseHistogram) -> np.ndarray:
         """The same tests on (class, value, count) entries: work linear in the entries."""
         enough = hist.distinct() >= self.l - EPS
-        if self.variant == "distinct" or not enough.any():
+        if self.variant == "distinct":
+            return enough
+        if hist.saturated is not None:
+            raise ValueError(f"{self.describe()} needs complete class statistics, got saturated ones")
+        if not enough.any():
             return enough
         if self.variant == "recursive" and hist.domain < int(self.l):
             return np.zeros(hist.n_classes, dtype=bool)

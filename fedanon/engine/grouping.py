@@ -270,6 +270,7 @@ class Grouper:
         history_mib: int = 96,
         column_cache_mib: int = 160,
         sparse_domain: int = 32,
+        saturation: dict[str, int] | None = None,
     ) -> None:
         # one contiguous int32 column per QI, and nothing else per row: a column that already is
         # contiguous int32 (a column-major table's) is used as it is, not copied
@@ -287,6 +288,8 @@ class Grouper:
         self.sparse = {a for a, d in self.sensitive_sizes.items() if d > sparse_domain}
         # the source of every generalized column (used as they are: no extra copy per row)
         self._base_columns = self._qi_columns
+        # sparse histograms may forget classes with this many distinct values (criteria.saturation_thresholds)
+        self.saturation = dict(saturation or {})
         # generalized codes in the narrowest unsigned type: 1-2 bytes per row and level instead
         # of 4, so on millions of rows 4x more cached columns fit and gathers move less memory
         self._narrow_maps = [m.astype(narrowest_uint(int(m.max()) if m.size else 0)) for m in code_maps]
@@ -429,7 +432,8 @@ class Grouper:
         for attr, scodes in self.sensitive_codes.items():
             d = self.sensitive_sizes[attr]
             if attr in self.sparse:
-                hists[attr] = SparseHistogram.from_rows(inverse, scodes, n_classes, d)
+                hists[attr] = SparseHistogram.from_rows(inverse, scodes, n_classes, d,
+                                                          self.saturation.get(attr, 0))
                 continue
             hists[attr] = np.bincount(inverse * d + scodes, minlength=n_classes * d).reshape(n_classes, d).astype(np.int64)
         subset_sizes = None

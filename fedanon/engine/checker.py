@@ -25,8 +25,10 @@ class NodeEvaluation:
 
     anonymous: bool  # satisfies the models with at most the allowed suppression
     anonymous_strict: bool  # satisfies them with no suppression at all
+    # rows of failing classes -- where `implied_k_ok` is False only those of the classes below
+    # the implied size (a lower bound: the models themselves were not asked)
     suppressed_rows: int
-    classes: int  # classes that are kept (not suppressed)
+    classes: int  # classes that are kept (not suppressed); an upper bound where implied_k_ok is False
     loss: float
     bound: float  # monotone lower bound on the loss of this node and its generalizations
     # rows in classes smaller than the size every model implies stay within the limit
@@ -111,14 +113,23 @@ class ClassJudge:
         return failing
 
     def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
+        sizes = classes.stats.sizes
+        small = int(sizes[sizes < self.implied_k].sum()) if self.implied_k > 1 else 0
+        if small > self.suppression_limit:
+            # every model rejects the classes below the implied size, and they alone hold more
+            # rows than may be suppressed: not anonymous whatever the models say about the
+            # others, so they are not asked (ℓ/t on a large sensitive domain: most of a check)
+            return NodeEvaluation(
+                implied_k_ok=False, anonymous=False, anonymous_strict=False, suppressed_rows=small,
+                classes=classes.count - int(np.count_nonzero(sizes < self.implied_k)), loss=math.inf,
+                bound=self.metric.class_bound(levels, classes),
+            )
         failing = self.failing_classes(classes.stats)
         suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
         anonymous = suppressed <= self.suppression_limit
         loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf
-        sizes = classes.stats.sizes
-        small = int(sizes[sizes < self.implied_k].sum()) if self.implied_k > 1 else 0
         return NodeEvaluation(
-            implied_k_ok=small <= self.suppression_limit,
+            implied_k_ok=True,
             anonymous=anonymous,
             anonymous_strict=suppressed == 0,
             suppressed_rows=suppressed,

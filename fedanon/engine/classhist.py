@@ -23,11 +23,9 @@ unsaturated), so every per-class answer stays exact, with or without suppression
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass
 class SparseHistogram:
     """Non-zero entries of a (n_classes x domain) count matrix.
 
@@ -36,15 +34,66 @@ class SparseHistogram:
     (class, value); a renumbering roll-up (no classes merged) keeps the old order.
     With `saturate_at` > 0, classes with at least that many distinct values are flagged
     in `saturated` and hold no entries (see the module docstring).
+
+    A roll-up is deferred: it keeps its base histogram and the class map and sums the
+    entries only when they are first read. The search rejects most nodes on class sizes
+    alone (classes below the size every model implies hold too many rows), so most
+    roll-ups are never summed; a roll-up of a deferred one composes the class maps, so it
+    still starts from the nearest summed histogram (which it keeps alive until then).
     """
 
-    cls: np.ndarray  # int64
-    value: np.ndarray  # int64
-    count: np.ndarray  # int64
-    n_classes: int
-    domain: int
-    saturate_at: int = 0
-    saturated: np.ndarray | None = None  # bool per class, only when saturate_at > 0
+    def __init__(self, cls: np.ndarray, value: np.ndarray, count: np.ndarray, n_classes: int, domain: int,
+                 saturate_at: int = 0, saturated: np.ndarray | None = None) -> None:
+        self.n_classes = int(n_classes)
+        self.domain = int(domain)
+        self.saturate_at = int(saturate_at)
+        self._entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = (cls, value, count)
+        self._saturated = saturated  # bool per class, only when saturate_at > 0
+        self._deferred: tuple[SparseHistogram, np.ndarray] | None = None  # (summed base, class map)
+
+    @classmethod
+    def _rolled_later(cls_, base: "SparseHistogram", class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
+        later = cls_.__new__(cls_)
+        later.n_classes, later.domain, later.saturate_at = int(n_classes), base.domain, base.saturate_at
+        later._entries, later._saturated = None, None
+        later._deferred = (base, class_map)
+        return later
+
+    def _summed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._entries is None:
+            assert self._deferred is not None
+            base, class_map = self._deferred
+            rolled = base._rollup_now(class_map, self.n_classes)
+            self._entries, self._saturated = rolled._entries, rolled._saturated
+            self._deferred = None  # the base may go
+        return self._entries  # type: ignore[return-value]
+
+    @property
+    def cls(self) -> np.ndarray:  # int64
+        return self._summed()[0]
+
+    @property
+    def value(self) -> np.ndarray:  # int64
+        return self._summed()[1]
+
+    @property
+    def count(self) -> np.ndarray:  # int64
+        return self._summed()[2]
+
+    @property
+    def saturated(self) -> np.ndarray | None:
+        self._summed()
+        return self._saturated
+
+    @property
+    def pending(self) -> bool:
+        """A roll-up whose entries are not summed yet."""
+        return self._entries is None
+
+    @property
+    def entries(self) -> int:
+        """Number of entries -- of a pending roll-up its base's (an upper bound), without summing."""
+        return int((self._deferred[0] if self._entries is None else self)._summed()[0].shape[0])  # type: ignore[index]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -60,18 +109,26 @@ class SparseHistogram:
         """Count (class, value) pairs over rows; with `saturate_at`, forget saturated classes."""
         built = cls_._from_pairs(row_class, codes, None, n_classes, domain)
         if saturate_at > 0:
-            built._saturate(saturate_at, np.zeros(n_classes, dtype=bool))
+            built.saturate_at = int(saturate_at)
+            built._saturate(np.zeros(n_classes, dtype=bool))
         return built
 
     def rollup(self, class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
-        """Entries of the coarser classes: class c of this table becomes class_map[c]."""
-        new_cls = class_map[self.cls].astype(np.int64, copy=False)
-        value, count = self.value, self.count
+        """Entries of the coarser classes: class c of this table becomes class_map[c]
+        (summed when first read)."""
+        if self._entries is None:  # compose: from this one's base straight to the new classes
+            base, base_map = self._deferred  # type: ignore[misc]
+            return self._rolled_later(base, class_map[base_map], n_classes)
+        return self._rolled_later(self, class_map, n_classes)
+
+    def _rollup_now(self, class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
+        cls, value, count = self._summed()
+        new_cls = class_map[cls].astype(np.int64, copy=False)
         saturated = None
-        if self.saturated is not None:
+        if self._saturated is not None:
             # a class with a saturated part is saturated: its other parts' entries are dropped
             saturated = np.zeros(n_classes, dtype=bool)
-            saturated[class_map[self.saturated]] = True
+            saturated[class_map[self._saturated]] = True
             live = ~saturated[new_cls]
             if not live.all():
                 new_cls, value, count = new_cls[live], value[live], count[live]
@@ -79,17 +136,19 @@ class SparseHistogram:
             return SparseHistogram(new_cls, value, count, n_classes, self.domain, self.saturate_at, saturated)
         rolled = self._from_pairs(new_cls, value, count, n_classes, self.domain)
         if saturated is not None:
-            rolled._saturate(self.saturate_at, saturated)
+            rolled.saturate_at = self.saturate_at
+            rolled._saturate(saturated)
         return rolled
 
-    def _saturate(self, at: int, saturated: np.ndarray) -> None:
-        """Flag classes with ≥ `at` distinct values (plus those already in `saturated`)
-        and drop their entries; entries of the others keep their order."""
-        saturated |= np.bincount(self.cls, minlength=self.n_classes) >= at
-        live = ~saturated[self.cls]
+    def _saturate(self, saturated: np.ndarray) -> None:
+        """Flag classes with ≥ `saturate_at` distinct values (plus those already in
+        `saturated`) and drop their entries; entries of the others keep their order."""
+        cls, value, count = self._summed()
+        saturated |= np.bincount(cls, minlength=self.n_classes) >= self.saturate_at
+        live = ~saturated[cls]
         if not live.all():
-            self.cls, self.value, self.count = self.cls[live], self.value[live], self.count[live]
-        self.saturate_at, self.saturated = at, saturated
+            self._entries = (cls[live], value[live], count[live])
+        self._saturated = saturated
 
     def _require_complete(self, what: str) -> None:
         if self.saturated is not None and self.saturated.any():

@@ -241,10 +241,11 @@ def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.n
 
 
 def _rollup_cost(classes: Classes) -> int:
-    """Work of rolling up from a snapshot: its classes plus its sparse histogram entries
-    (with a large sensitive domain the entries, up to one per row, dominate)."""
-    return classes.count + sum(int(h.cls.shape[0]) for h in classes.stats.histograms.values()
-                               if isinstance(h, SparseHistogram))
+    """Work of rolling up from a snapshot: its classes plus its summed sparse histogram entries
+    (with a large sensitive domain the entries, up to one per row, dominate; a pending
+    roll-up's are summed only if a criterion reads them, so they are not counted)."""
+    return classes.count + sum(h.entries for h in classes.stats.histograms.values()
+                               if isinstance(h, SparseHistogram) and not h.pending)
 
 
 class RowPartitions(Protocol):

@@ -6,7 +6,8 @@ already hold more rows than may be suppressed. These tests hold both against eag
 statistics and a judge that asks every model about every node.
 
 Which bug makes them fail: a composed class map applied in the wrong order, a pending
-roll-up that forgets it was summed (or sums its parent), the shortcut taken at exactly
+roll-up that forgets it was summed (or sums its parent), rows counted without their
+saturation, the shortcut taken at exactly
 the suppression limit or for models that do not imply the size, a node judged
 anonymous or rejected differently, a whole search picking another optimum with sparse
 statistics than with dense ones.
@@ -35,7 +36,12 @@ def test_deferred_rollups_compose_and_sum_only_when_read():
     row_class = rng.integers(0, classes, size=n_rows)
     codes = rng.integers(0, domain, size=n_rows)
     base = SparseHistogram.from_rows(row_class, codes, classes, domain)
+    assert base.pending and base.entries == n_rows  # counted when first read
+    first = base.rollup(np.arange(classes) // 2, (classes + 1) // 2)
+    assert not base.pending and first.pending  # rolling up from rows counts the rows once
     dense = base.toarray()
+    assert np.array_equal(first.toarray(), _dense_rollup(dense, np.arange(classes) // 2, (classes + 1) // 2))
+    assert base.entries == int(np.count_nonzero(dense))
     chain = [(base, dense)]
     for n in (500, 500, 120, 40, 40, 7):  # includes pure renumberings (same class count)
         class_map = rng.permutation(n) if n == chain[-1][1].shape[0] else rng.integers(0, n, size=chain[-1][1].shape[0])

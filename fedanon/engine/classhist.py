@@ -35,11 +35,13 @@ class SparseHistogram:
     With `saturate_at` > 0, classes with at least that many distinct values are flagged
     in `saturated` and hold no entries (see the module docstring).
 
-    A roll-up is deferred: it keeps its base histogram and the class map and sums the
-    entries only when they are first read. The search rejects most nodes on class sizes
-    alone (classes below the size every model implies hold too many rows), so most
-    roll-ups are never summed; a roll-up of a deferred one composes the class maps, so it
-    still starts from the nearest summed histogram (which it keeps alive until then).
+    Counting is deferred: a histogram from rows keeps the row classes, a roll-up its base
+    histogram and the class map, and the entries are summed when first read. The search
+    rejects most nodes on class sizes alone (classes below the size every model implies
+    hold too many rows), so most are never summed. A roll-up of a pending roll-up composes
+    the class maps, so it still starts from the nearest summed histogram (which it keeps
+    alive until then); rolling up a pending histogram from rows sums it first (composing
+    would keep a map as long as the table per roll-up).
     """
 
     def __init__(self, cls: np.ndarray, value: np.ndarray, count: np.ndarray, n_classes: int, domain: int,
@@ -50,22 +52,35 @@ class SparseHistogram:
         self._entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = (cls, value, count)
         self._saturated = saturated  # bool per class, only when saturate_at > 0
         self._deferred: tuple[SparseHistogram, np.ndarray] | None = None  # (summed base, class map)
+        self._rows: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, code per row)
+
+    @classmethod
+    def _pending(cls_, n_classes: int, domain: int, saturate_at: int) -> "SparseHistogram":
+        later = cls_.__new__(cls_)
+        later.n_classes, later.domain, later.saturate_at = int(n_classes), int(domain), int(saturate_at)
+        later._entries, later._saturated, later._deferred, later._rows = None, None, None, None
+        return later
 
     @classmethod
     def _rolled_later(cls_, base: "SparseHistogram", class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
-        later = cls_.__new__(cls_)
-        later.n_classes, later.domain, later.saturate_at = int(n_classes), base.domain, base.saturate_at
-        later._entries, later._saturated = None, None
+        later = cls_._pending(n_classes, base.domain, base.saturate_at)
         later._deferred = (base, class_map)
         return later
 
     def _summed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._entries is None:
-            assert self._deferred is not None
-            base, class_map = self._deferred
-            rolled = base._rollup_now(class_map, self.n_classes)
-            self._entries, self._saturated = rolled._entries, rolled._saturated
-            self._deferred = None  # the base may go
+            if self._rows is not None:
+                row_class, codes = self._rows
+                built = self._from_pairs(row_class, codes, None, self.n_classes, self.domain)
+                self._entries, self._rows = built._entries, None
+                if self.saturate_at > 0:
+                    self._saturate(np.zeros(self.n_classes, dtype=bool))
+            else:
+                assert self._deferred is not None
+                base, class_map = self._deferred
+                rolled = base._rollup_now(class_map, self.n_classes)
+                self._entries, self._saturated = rolled._entries, rolled._saturated
+                self._deferred = None  # the base may go
         return self._entries  # type: ignore[return-value]
 
     @property
@@ -92,8 +107,13 @@ class SparseHistogram:
 
     @property
     def entries(self) -> int:
-        """Number of entries -- of a pending roll-up its base's (an upper bound), without summing."""
-        return int((self._deferred[0] if self._entries is None else self)._summed()[0].shape[0])  # type: ignore[index]
+        """Number of entries, without summing: of a pending histogram an upper bound (its
+        rows, or its base's entries)."""
+        if self._entries is not None:
+            return int(self._entries[0].shape[0])
+        if self._rows is not None:
+            return int(self._rows[0].shape[0])
+        return self._deferred[0].entries  # type: ignore[index]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -106,19 +126,19 @@ class SparseHistogram:
     @classmethod
     def from_rows(cls_, row_class: np.ndarray, codes: np.ndarray, n_classes: int, domain: int,
                   saturate_at: int = 0) -> "SparseHistogram":
-        """Count (class, value) pairs over rows; with `saturate_at`, forget saturated classes."""
-        built = cls_._from_pairs(row_class, codes, None, n_classes, domain)
-        if saturate_at > 0:
-            built.saturate_at = int(saturate_at)
-            built._saturate(np.zeros(n_classes, dtype=bool))
+        """Count (class, value) pairs over rows (when first read); with `saturate_at`, forget
+        saturated classes."""
+        built = cls_._pending(n_classes, domain, saturate_at)
+        built._rows = (row_class, codes)
         return built
 
     def rollup(self, class_map: np.ndarray, n_classes: int) -> "SparseHistogram":
         """Entries of the coarser classes: class c of this table becomes class_map[c]
         (summed when first read)."""
-        if self._entries is None:  # compose: from this one's base straight to the new classes
-            base, base_map = self._deferred  # type: ignore[misc]
+        if self._deferred is not None:  # compose: from this one's base straight to the new classes
+            base, base_map = self._deferred
             return self._rolled_later(base, class_map[base_map], n_classes)
+        self._summed()  # from rows: counted now, once
         return self._rolled_later(self, class_map, n_classes)
 
     def _rollup_now(self, class_map: np.ndarray, n_classes: int) -> "SparseHistogram":

@@ -55,6 +55,14 @@ def _random_table(seed: int, n_rows: int = 700, domain: int = 60) -> tuple[Encod
     return table, {q: _prefix_hierarchy(q, sizes[q], heights[q]) for q in QIS}
 
 
+def assert_same_result(a, b) -> None:
+    """Two results of the same search: same optimum, loss, suppression and classes."""
+    assert a.transformation == b.transformation
+    assert a.information_loss == pytest.approx(b.information_loss, rel=1e-12)
+    assert a.suppressed_rows == b.suppressed_rows and a.classes == b.classes
+    assert np.array_equal(a.suppressed, b.suppressed)
+
+
 def _grouper(table: EncodedTable, hier: dict[str, Hierarchy], saturation: dict[str, int] | None,
              sparse_domain: int = 32) -> Grouper:
     code_maps = [hier[q].code_map(table.dictionaries[table.column_index(q)])[0] for q in QIS]
@@ -122,11 +130,7 @@ def test_search_with_saturation_finds_the_same_optimum(suppression, l, seed):
         if not saturate:
             prep.grouper.saturation = {}
         results.append(search_and_apply(prep, prep.checker))
-    fast, full = results
-    assert fast.transformation == full.transformation
-    assert fast.information_loss == pytest.approx(full.information_loss, rel=1e-12)
-    assert fast.suppressed_rows == full.suppressed_rows and fast.classes == full.classes
-    assert np.array_equal(fast.suppressed, full.suppressed)
+    assert_same_result(*results)
 
 
 def test_saturation_only_where_every_reader_accepts_saturated_classes():

@@ -47,6 +47,9 @@ def assert_same_classes(got: Classes, want: Classes) -> None:
             assert (g.n_classes, g.domain) == (w.n_classes, w.domain)
             for field in ("cls", "value", "count"):  # same entries in the same order
                 assert np.array_equal(getattr(g, field), getattr(w, field)), (attr, field)
+            assert g.saturate_at == w.saturate_at and (g.saturated is None) == (w.saturated is None), attr
+            if w.saturated is not None:  # the same classes forgotten
+                assert np.array_equal(g.saturated, w.saturated), attr
         else:
             assert g.dtype == w.dtype and np.array_equal(g, w), attr
 
@@ -77,7 +80,25 @@ def test_merge_sums_sparse_entries_sorted():
                                                                              (2, 1, 5)]
 
 
-def _random_grouper(seed: int, n: int) -> Grouper:
+def test_merge_saturates_classes_whose_parts_are_not():
+    """Distinct-3 saturation: class 4 has 2 distinct values in each partition but 3 merged, so it is
+    saturated only in the merged table; class 6 is saturated in one partition (its other part's
+    entries go); class 8 stays below 3 and keeps exact summed entries. Computed by hand."""
+    sa = SparseHistogram(np.array([0, 0, 2]), np.array([1, 2, 0]), np.array([1, 1, 1]), 3, 10,
+                         saturate_at=3, saturated=np.array([False, True, False]))
+    sb = SparseHistogram(np.array([0, 0, 1, 2]), np.array([2, 3, 9, 0]), np.array([2, 1, 1, 4]), 3, 10,
+                         saturate_at=3, saturated=np.array([False, False, False]))
+    a = (np.array([[4], [6], [8]], dtype=np.int32), ClassStats(np.array([2, 5, 1]), {"s": sa}))
+    b = (np.array([[4], [6], [8]], dtype=np.int32), ClassStats(np.array([3, 1, 4]), {"s": sb}))
+    merged = merge_partition_classes((0,), [a, b], [10])
+    h = merged.stats.histograms["s"]
+    assert merged.codes.ravel().tolist() == [4, 6, 8] and merged.stats.sizes.tolist() == [5, 6, 5]
+    assert h.saturate_at == 3 and h.saturated.tolist() == [True, True, False]
+    assert list(zip(h.cls.tolist(), h.value.tolist(), h.count.tolist())) == [(2, 0, 5)]
+    assert h.distinct().tolist() == [3, 3, 1]
+
+
+def _random_grouper(seed: int, n: int, saturation: dict[str, int] | None = None) -> Grouper:
     rng = np.random.default_rng(seed)
     sizes = [2, 9, 30, 5]
     columns = [rng.integers(0, s, n).astype(np.int32) for s in sizes]
@@ -86,12 +107,16 @@ def _random_grouper(seed: int, n: int) -> Grouper:
         levels = [np.arange(s) >> l for l in range(max(1, (s - 1).bit_length()))] + [np.zeros(s, dtype=np.int64)]
         code_maps.append(np.array(levels, dtype=np.int32))
     sensitive = {"small": rng.integers(0, 6, n), "large": rng.integers(0, 200, n)}
-    return Grouper(columns, code_maps, sensitive, {"small": 6, "large": 200}, rng.random(n) < 0.4)
+    return Grouper(columns, code_maps, sensitive, {"small": 6, "large": 200}, rng.random(n) < 0.4,
+                   saturation=saturation)
 
 
-@pytest.mark.parametrize("seed,n,workers", [(1, 5000, 2), (2, 777, 3)])
-def test_random_tables_every_sampled_node_equal(seed, n, workers):
-    grouper = _random_grouper(seed, n)
+@pytest.mark.parametrize("seed,n,workers,saturation", [(1, 5000, 2, None), (2, 777, 3, None),
+                                                       (3, 4000, 2, {"large": 4}), (4, 900, 3, {"large": 2})])
+def test_random_tables_every_sampled_node_equal(seed, n, workers, saturation):
+    """Saturated statistics too: partitions forget classes early, the merge must still
+    flag exactly the classes one process flags and keep the others' exact entries."""
+    grouper = _random_grouper(seed, n, saturation)
     assert "large" in grouper.sparse and "small" not in grouper.sparse  # both statistic kinds exercised
     rng = np.random.default_rng(seed)
     nodes = {tuple(0 for _ in grouper.code_maps), tuple(m.shape[0] - 1 for m in grouper.code_maps)}
@@ -106,6 +131,9 @@ def test_random_tables_every_sampled_node_equal(seed, n, workers):
     assert rows_kept.row_class is not None
     for lv in nodes:
         assert_same_classes(got[lv], want[lv])
+    if saturation:  # the sampled nodes have classes of both kinds (else the case tests nothing)
+        flags = np.concatenate([want[lv].stats.histograms["large"].saturated for lv in nodes])
+        assert flags.any() and not flags.all()
 
 
 def _adult_table() -> tuple[EncodedTable, dict[str, Hierarchy]]:
@@ -119,6 +147,8 @@ SEARCHES = {
     "k5-supp": AnonymizationConfig(ADULT_QIS, k=5, suppression=0.05),
     "distinct-l-supp": AnonymizationConfig(ADULT_QIS[:6], k=2, suppression=0.04,
                                            l_diversity=LDiversity("distinct", 3, "occupation")),
+    "distinct-l-sparse-saturated": AnonymizationConfig(ADULT_QIS[:6], k=1, suppression=0.03,
+                                                       l_diversity=LDiversity("distinct", 4, "occupation")),
     "t-hier-loss": AnonymizationConfig(ADULT_QIS[:6], k=1, suppression=0.02, metric="loss",
                                        t_closeness=TCloseness(0.2, "hierarchical", "occupation")),
 }
@@ -131,9 +161,11 @@ def test_adult_searches_equal_with_two_workers(name):
     columns = list(config.quasi_identifiers) + ["occupation"]
     table = table.select(columns)
     prep_one, prep_two = prepare(table, hier, config), prepare(table, hier, config)
-    if name == "t-hier-loss":  # force sparse statistics for occupation (14 values) to merge those too
+    if name in ("t-hier-loss", "distinct-l-sparse-saturated"):
+        # force sparse statistics for occupation (14 values) to merge those too (saturated ones for distinct-ℓ)
         for g in (prep_one.grouper, prep_two.grouper):
             g.sparse = {"occupation"}
+        assert prep_two.grouper.saturation == ({"occupation": 4} if name.startswith("distinct") else {})
     want = search_and_apply(prep_one, prep_one.checker)
     with parallel_rows(prep_two.grouper, 2) as pool:
         got = search_and_apply(prep_two, prep_two.checker)

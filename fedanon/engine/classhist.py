@@ -54,6 +54,12 @@ class SparseHistogram:
         self._deferred: tuple[SparseHistogram, np.ndarray] | None = None  # (summed base, class map)
         self._rows: tuple[np.ndarray, np.ndarray] | None = None  # (class per row, code per row)
 
+    def __getstate__(self) -> dict:
+        # summed before pickling: a pending histogram from rows would ship its rows (a worker
+        # process sending its partition's class table, `parallel_grouping.py`)
+        self._summed()
+        return self.__dict__
+
     @classmethod
     def _pending(cls_, n_classes: int, domain: int, saturate_at: int) -> "SparseHistogram":
         later = cls_.__new__(cls_)

@@ -97,17 +97,27 @@ def merge_partition_classes(levels: tuple[int, ...], parts: list[tuple[np.ndarra
 
 def _merge_sparse(hists: list[SparseHistogram], inverse: np.ndarray, n_classes: int) -> SparseHistogram:
     """Sparse entries of all partitions re-keyed onto the merged classes and summed, sorted by
-    (class, value) as `SparseHistogram.from_rows` sorts them."""
+    (class, value) as `SparseHistogram.from_rows` sorts them.
+
+    With saturation the merge is a roll-up of the joined partitions: a merged class with a
+    saturated part is saturated, and one whose unsaturated parts together reach the
+    threshold becomes saturated -- as when one process counts all its rows.
+    """
     offsets = np.cumsum([0] + [h.n_classes for h in hists])
+    saturate_at = hists[0].saturate_at
+    saturated = None
+    if saturate_at > 0:
+        saturated = np.concatenate([np.zeros(h.n_classes, dtype=bool) if h.saturated is None else h.saturated
+                                    for h in hists])
     joined = SparseHistogram(np.concatenate([h.cls + off for h, off in zip(hists, offsets)]),
                              np.concatenate([h.value for h in hists]), np.concatenate([h.count for h in hists]),
-                             int(offsets[-1]), hists[0].domain)
+                             int(offsets[-1]), hists[0].domain, saturate_at, saturated)
     merged = joined.rollup(inverse, n_classes)
     key = merged.cls * merged.domain + merged.value
     if key.size > 1 and bool((key[1:] < key[:-1]).any()):  # a pure renumbering keeps partition order
         order = np.argsort(key, kind="stable")
         merged = SparseHistogram(merged.cls[order], merged.value[order], merged.count[order], n_classes,
-                                 merged.domain)
+                                 merged.domain, saturate_at, merged.saturated)
     return merged
 
 
@@ -138,6 +148,7 @@ class _Layout:
     code_maps: list[np.ndarray]
     sensitive_sizes: dict[str, int]
     sparse: set[str]
+    saturation: dict[str, int]
     column_cache_mib: int
 
 
@@ -148,8 +159,11 @@ def _views(shm: SharedMemory, layout: _Layout) -> dict[str, np.ndarray]:
 
 def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], sensitive: dict[str, np.ndarray],
                        sensitive_sizes: dict[str, int], subset: np.ndarray | None, sparse: set[str],
-                       column_cache_mib: int) -> Grouper:
-    grouper = Grouper(columns, code_maps, sensitive, sensitive_sizes, subset, column_cache_mib=column_cache_mib)
+                       saturation: dict[str, int], column_cache_mib: int) -> Grouper:
+    # the owner's saturation too: a class saturated in a partition is saturated in the merged
+    # table (it has at least as many distinct values there), so partitions may forget it early
+    grouper = Grouper(columns, code_maps, sensitive, sensitive_sizes, subset, column_cache_mib=column_cache_mib,
+                      saturation=saturation)
     grouper.sparse = set(sparse)  # the owner's choice of sparse statistics, whatever its threshold
     return grouper
 
@@ -163,7 +177,7 @@ def _serve(conn: Any, layout: _Layout) -> None:
         grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
                                      {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
                                      layout.sensitive_sizes, views.get("subset"), layout.sparse,
-                                     layout.column_cache_mib)
+                                     layout.saturation, layout.column_cache_mib)
         conn.send(("ready", None))
         while True:
             levels = conn.recv()
@@ -204,7 +218,7 @@ class ParallelRowGrouper:
 
         self._local = _partition_grouper([c[: bounds[1]] for c in columns], grouper.code_maps,
                                          {a: c[: bounds[1]] for a, c in grouper.sensitive_codes.items()},
-                                         sizes, part(subset, 0), grouper.sparse, cache)
+                                         sizes, part(subset, 0), grouper.sparse, grouper.saturation, cache)
         self._blocks: list[SharedMemory] = []
         self._conns: list[Any] = []
         self._procs: list[Any] = []
@@ -239,7 +253,8 @@ class ParallelRowGrouper:
         block = SharedMemory(create=True, size=max(total, 1))
         self._blocks.append(block)
         layout = _Layout(block.name, n_rows, [(name, a.dtype.str, off) for (name, a), off in zip(arrays, offsets)],
-                         grouper.code_maps, dict(grouper.sensitive_sizes), set(grouper.sparse), cache)
+                         grouper.code_maps, dict(grouper.sensitive_sizes), set(grouper.sparse),
+                         dict(grouper.saturation), cache)
         for (name, a), view in zip(arrays, _views(block, layout).values()):
             view[:] = a
         return layout, block

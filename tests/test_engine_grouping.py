@@ -172,6 +172,42 @@ def test_group_rows_every_path_equals_reference(monkeypatch, block_rows):
     assert paths == {"block", "count", "sort"}
 
 
+@pytest.mark.parametrize("block_rows", [1 << 18, 64])
+def test_sizes_only_grouping_equals_reference(monkeypatch, block_rows):
+    """Without sensitive attributes or subset (k-anonymity) rows are grouped without a
+    class per row: counted keys or run lengths of the sorted keys. Every node, both of
+    those paths asserted to occur, and the same classes as with `keep_rows` (which
+    still builds the row -> class map)."""
+    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 16)
+    qi, maps, _, _, _ = random_problem(14, 1000, sensitive_domains=(), with_subset=False)
+    g = Grouper(qi, maps, {}, {}, None)
+    paths = set()
+    for levels in all_levels(maps):
+        ref = reference_classes(qi, maps, {}, {}, None, levels)
+        classes = g.group_rows(levels)
+        assert classes.row_class is None
+        assert_matches(classes, ref, {})
+        kept = g.group_rows(levels, keep_rows=True)
+        assert kept.codes.tolist() == classes.codes.tolist()
+        assert kept.stats.sizes.tolist() == classes.stats.sizes.tolist()
+        span = int(np.prod(g._radices(levels)))
+        paths.add("block" if span <= grouping._BLOCK_SPAN else
+                  "count" if span <= grouping.counting_span(g.n_rows) else "sort")
+    assert paths == {"block", "count", "sort"}
+
+
+def test_mixed_radix_digits_invert_the_key_on_random_radices():
+    rng = np.random.default_rng(15)
+    for _ in range(20):
+        radices = rng.integers(1, 40, rng.integers(1, 9)).tolist()
+        digits = np.column_stack([rng.integers(0, r, 300) for r in radices]).astype(np.int32)
+        key = np.zeros(300, dtype=np.int64)
+        for col, r in zip(digits.T, radices):
+            key = key * r + col
+        assert grouping.mixed_radix_digits(key, radices).tolist() == digits.tolist()
+
+
 def test_group_rows_without_subset_and_with_a_wide_sensitive_domain():
     """A sensitive domain that makes span x domain too large for block counting."""
     qi, maps, sens, sizes, subset = random_problem(10, 600, sensitive_domains=(3, 5000), with_subset=False)
@@ -180,9 +216,12 @@ def test_group_rows_without_subset_and_with_a_wide_sensitive_domain():
         assert_matches(g.group_rows(levels), reference_classes(qi, maps, sens, sizes, None, levels), sizes)
 
 
-def test_rollup_and_snapshot_choice_equal_rows_on_every_node():
+@pytest.mark.parametrize("small_table", [2048, 0])
+def test_rollup_and_snapshot_choice_equal_rows_on_every_node(monkeypatch, small_table):
     """classes() on every node in a random order with a tiny history (evictions,
-    roll-ups from many different snapshots) equals grouping the rows."""
+    roll-ups from many different snapshots) equals grouping the rows; roll-up keys
+    from `ravel_multi_index` (small class tables) and from `combined_key` (0)."""
+    monkeypatch.setattr(grouping, "_SMALL_TABLE", small_table)
     qi, maps, sens, sizes, subset = random_problem(11, 800)
     g = Grouper(qi, maps, sens, sizes, subset, history_size=5)
     fresh = Grouper(qi, maps, sens, sizes, subset)

@@ -168,15 +168,19 @@ class TClosenessCriterion(Criterion):
             return 0.5 * np.abs(x).sum(axis=1) / sizes_f
         if self._height == 0:
             return np.zeros(hist.shape[0])
+        return self._tree_cost(x) / sizes_f
+
+    def _tree_cost(self, x: np.ndarray) -> np.ndarray:
+        """Hierarchical EMD times class size, from the surplus counts per value."""
         if not self._leaf_identity:
             x = x @ self._leaf  # leaves -> level-0 nodes of the code map
-        cost = np.zeros(hist.shape[0])
+        cost = np.zeros(x.shape[0])
         for level, up in enumerate(self._up, start=1):
             moved = x @ up                      # net surplus of each parent
             pos = np.maximum(x, 0.0) @ up       # children's positive surplus
             cost += (level / self._height) * np.minimum(pos, pos - moved).sum(axis=1)
             x = moved
-        return cost / sizes_f
+        return cost
 
     def _emd_sparse(self, hist: SparseHistogram) -> np.ndarray:
         """EMD per class from (class, value, count) entries, linear in the entries.
@@ -225,11 +229,12 @@ class TClosenessCriterion(Criterion):
         hist = np.asarray(stats.histograms[self.model.attribute])
         sizes = hist.sum(axis=1)
         sizes_f = np.where(sizes == 0, 1, sizes).astype(np.float64)
-        equal = 0.5 * np.abs(hist - np.multiply.outer(sizes_f, self._q)).sum(axis=1) / sizes_f
+        surplus = hist - np.multiply.outer(sizes_f, self._q)
+        equal = 0.5 * np.abs(surplus).sum(axis=1) / sizes_f
         ok = equal <= self.t + EPS
         open_ = ~ok & (equal / self._height <= self.t + EPS) if self._rooted else ~ok
-        if open_.any():
-            ok[open_] = self._emd(hist[open_], sizes[open_]) <= self.t + EPS
+        if open_.any():  # the tree form from the surplus rows already computed (not `_emd` again)
+            ok[open_] = self._tree_cost(surplus[open_]) / sizes_f[open_] <= self.t + EPS
         return ok
 
     def describe(self) -> str:

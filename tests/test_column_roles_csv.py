@@ -207,3 +207,24 @@ def test_reader_is_columnar_with_narrow_codes(tmp_path) -> None:
     out = tmp_path / "o.csv"
     write_table_csv(out, table.columns, table.rows())
     assert read_columns(out).rows() == table.rows()  # round trip through the quoting writer
+
+
+def test_parallel_parse_only_without_quotes_and_rows_equal_csv_module(tmp_path) -> None:
+    """Files without a quote are parsed block-parallel (no line break can sit inside a value);
+    one quote anywhere -- here only after the first parse blocks -- keeps the careful parse, and
+    both give the csv module's rows (a scan of only the first block would split "multi/line")."""
+    import csv
+    import io
+
+    from fedanon.engine import csvio
+
+    body = "".join(f"{i % 97};v{i % 13};{'x' * (i % 7)}\n" for i in range(450_000))
+    assert len(body) > csvio.READ_BLOCK_BYTES
+    plain, quoted = tmp_path / "plain.csv", tmp_path / "quoted.csv"
+    plain.write_text("a;b;c\n" + body)
+    quoted.write_text("a;b;c\n" + body + '5;"multi\nline";"q""uote"\n' + body[:body.index("\n", 1000) + 1])
+    assert not csvio.may_quote(plain, "utf-8") and csvio.may_quote(quoted, "utf-8")
+    assert csvio.may_quote(plain, "utf-16")  # an encoding whose quote is not the byte '"': careful
+    for path in (plain, quoted):
+        expected = [[c.strip() for c in row] for row in csv.reader(io.StringIO(path.read_text()), delimiter=";")][1:]
+        assert read_columns(path).rows() == expected

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import codecs
 import csv
+import mmap
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -30,6 +32,9 @@ from fedanon.errors import InputError
 DEFAULT_DELIMITER = ";"
 DEFAULT_ENCODING = "utf-8"
 WRITE_BATCH_ROWS = 1 << 16
+READ_BLOCK_BYTES = 1 << 22  # pyarrow's parse unit (default 1 MiB): fewer, larger blocks parse faster
+# Python codec names whose text has '"', CR and LF only as those ASCII bytes (see `may_quote`)
+_ASCII_SAFE_ENCODINGS = {"utf-8", "ascii", "iso8859-1", "iso8859-15", "cp1252"}
 _MAX_ECHO = 200
 
 _ESCAPES = {"\\t": "\t", "tab": "\t", "\\s": " ", "space": " ", "\\\\": "\\"}
@@ -213,6 +218,28 @@ def _first_ragged_row(path: Path, header: list[str], delimiter: str, encoding: s
     return None
 
 
+def may_quote(path: Path, encoding: str) -> bool:
+    """Whether the file may hold a quoted field (and so a line break inside a value).
+
+    Without a quote there is no line break inside a value, and pyarrow can cut the file
+    into blocks at any line break and parse them on all cores; with
+    `newlines_in_values` it must find the blocks' ends serially (at 4.8 M rows 3.6 s
+    instead of 1.6 s). One memchr over the mapped file (~0.1 s per 400 MB) decides.
+    Only for encodings that write '"' and line breaks as their ASCII bytes and use
+    those bytes for nothing else; any other encoding is read the careful way.
+    """
+    if encoding not in _ASCII_SAFE_ENCODINGS:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(b"\"") >= 0
+    except (OSError, ValueError):
+        return True  # not mappable (a pipe, say): the careful way
+
+
 def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
                  encoding: str = DEFAULT_ENCODING) -> ColumnarTable:
     """Read a CSV table into per-column codes and dictionaries (see `ColumnarTable`).
@@ -233,9 +260,10 @@ def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
             path,
             # our (trimmed) header names, so every column is read as dictionary-encoded text even when a
             # raw header cell has surrounding whitespace (found by tests/test_security_fuzz.py)
-            read_options=pacsv.ReadOptions(encoding=encoding, use_threads=True, column_names=header, skip_rows=line),
+            read_options=pacsv.ReadOptions(encoding=encoding, use_threads=True, column_names=header, skip_rows=line,
+                                           block_size=READ_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char='"', double_quote=True,
-                                             newlines_in_values=True, ignore_empty_lines=True),
+                                             newlines_in_values=may_quote(path, encoding), ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(column_types={n: as_dictionary for n in header},
                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
         )

@@ -228,3 +228,19 @@ def test_parallel_parse_only_without_quotes_and_rows_equal_csv_module(tmp_path) 
     for path in (plain, quoted):
         expected = [[c.strip() for c in row] for row in csv.reader(io.StringIO(path.read_text()), delimiter=";")][1:]
         assert read_columns(path).rows() == expected
+
+
+def test_reading_and_writing_never_import_pandas(tmp_path) -> None:
+    """pyarrow imports pandas (~0.5 s) on its first `pa.array`/`to_numpy`; the CSV path avoids both,
+    quoting writer and trimmed dictionaries included."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "t.csv"
+    src.write_text('a;b\n1; x \n2;"y;z"\n1;w\n')
+    code = ("import sys; from fedanon.engine.csvio import read_columns, write_columns; "
+            f"t = read_columns({str(src)!r}); write_columns({str(tmp_path / 'o.csv')!r}, t.columns, t.codes, "
+            "t.dictionaries); print('pandas' in sys.modules, t.dictionaries)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False [['1', '2'], ['x', 'y;z', 'w']]"
+    assert (tmp_path / "o.csv").read_text() == 'a;b\n1;x\n2;"y;z"\n1;w\n'

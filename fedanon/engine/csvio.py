@@ -280,12 +280,12 @@ def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
     chunks: list = []
     for i, name in enumerate(header):
         chunks = [c for c in table.column(i).chunks if len(c)]
-        indices = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
+        indices = np.concatenate([numpy_integers(c.indices) for c in chunks])
         dictionary = chunks[0].dictionary
         trimmed = pc.utf8_trim_whitespace(dictionary)
         if not trimmed.equals(dictionary):
             merged = pc.dictionary_encode(trimmed)  # trimming may make two values equal
-            indices = merged.indices.to_numpy(zero_copy_only=False)[indices]
+            indices = numpy_integers(merged.indices)[indices]
             dictionary = merged.dictionary
         values = dictionary.to_pylist()
         if len(values) < len(dictionary) or indices.size and int(indices.max()) >= len(values):
@@ -306,6 +306,36 @@ def read_table_csv(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
     """Header + rows (row-wise strings). Raises InputError naming file and line."""
     table = read_columns(path, delimiter, encoding)
     return table.columns, table.rows()
+
+
+# --------------------------------------------------------------------------- arrow <-> numpy
+# pyarrow's `pa.array(...)` and `Array.to_numpy()` import pandas on first use when it is installed
+# (~0.5 s of a run) only to ask whether their argument is a pandas object; building arrays from
+# buffers and viewing them as NumPy arrays directly asks nothing and copies nothing.
+def arrow_integers(values: np.ndarray):  # type: ignore[no-untyped-def]
+    """A NumPy integer array as a pyarrow array of the same type (no nulls, shares memory)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def numpy_integers(array) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The values of a pyarrow integer array without nulls as a NumPy array (a view)."""
+    if array.null_count:
+        raise ValueError("integer array with nulls")  # pragma: no cover - codes never have nulls
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+
+
+def arrow_strings(values: Sequence[str]):  # type: ignore[no-untyped-def]
+    """Python strings as a pyarrow string array (UTF-8)."""
+    import pyarrow as pa
+
+    data = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
 # --------------------------------------------------------------------------- writing
@@ -339,7 +369,7 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
     total = n if rows is None else int(len(rows))
     header = (delimiter.join(quote_value(c, delimiter) for c in columns) + "\n").encode("utf-8")
     plain = bool(columns) and all(q == t for qs, ts in zip(quoted, texts) for q, t in zip(qs, ts))
-    values = [pa.array(q, type=pa.string()) for q in quoted]
+    values = [arrow_strings(q) for q in quoted]
     with open(path, "wb") as fh:
         fh.write(header)
         for start in range(0, total, WRITE_BATCH_ROWS):
@@ -359,8 +389,8 @@ def _write_plain_batch(fh, columns: Sequence[str], batch: list[np.ndarray], valu
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
-    arrays = [pa.DictionaryArray.from_arrays(pa.array(c), v) for c, v in zip(batch, values)]
-    pacsv.write_csv(pa.table(arrays, names=[f"c{i}" for i in range(len(columns))]), fh,
+    arrays = [pa.DictionaryArray.from_arrays(arrow_integers(c), v) for c, v in zip(batch, values)]
+    pacsv.write_csv(pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(columns))]), fh,
                     write_options=pacsv.WriteOptions(include_header=False, delimiter=delimiter,
                                                      quoting_style="none", batch_size=WRITE_BATCH_ROWS))
 
@@ -370,9 +400,10 @@ def _write_quoted_batch(fh, batch: list[np.ndarray], values: list, delimiter: st
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    cells = [pc.take(v, pa.array(c.astype(np.int64))) for v, c in zip(values, batch)]
-    lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, delimiter)
-    text = pc.binary_join_element_wise(lines, pa.array([""] * len(batch[0])), "\n")
+    cells = [pc.take(v, arrow_integers(c.astype(np.int64))) for v, c in zip(values, batch)]
+    # separators as arrow scalars: a Python str would be converted by a call that imports pandas
+    lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, arrow_strings([delimiter])[0])
+    text = pc.binary_join_element_wise(lines, arrow_strings([""] * len(batch[0])), arrow_strings(["\n"])[0])
     fh.write(_contiguous_bytes(text))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fedanon
@@ -85,3 +86,20 @@ def test_distributions_bin_numbers_and_order_intervals(adult):
     assert result.transformation["age"] > 0 and result.suppressed_rows > 0 and labels[-1] == "*"
     starts = [int(re.match(r"\[?(\d+)", label).group(1)) for label in labels[:-1]]
     assert starts == sorted(starts)  # interval labels read left to right like the input bins
+
+
+@pytest.mark.parametrize("n_rows", [50, 200_000])  # sparse pairs (ufunc.at per row) and counted pairs
+def test_smallest_input_behind_each_output_value_equals_plain_min(n_rows):
+    from fedanon.report.utility import _smallest_input_behind
+
+    rng = np.random.default_rng(n_rows)
+    nums = rng.normal(size=3000) * 100
+    in_codes = rng.integers(0, 3000, n_rows).astype(np.int32)
+    out_codes = (in_codes // 70 + rng.integers(0, 2, n_rows)).astype(np.int32)  # some rows elsewhere ('*')
+    keys = np.full(45, np.inf)
+    keys[3] = -1e9  # a smaller key already there stays
+    _smallest_input_behind(keys, out_codes, in_codes, nums)
+    expected = {3: -1e9}
+    for o, i in zip(out_codes.tolist(), in_codes.tolist()):
+        expected[o] = min(expected.get(o, np.inf), nums[i])
+    assert keys.tolist() == [expected.get(o, np.inf) for o in range(45)]

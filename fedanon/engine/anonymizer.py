@@ -21,7 +21,7 @@ from fedanon.engine.checker import Checker, ClassJudge, LocalChecker
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria, saturation_thresholds
 from fedanon.engine.flash import FlashSearch, SearchOutcome
-from fedanon.engine.grouping import Grouper
+from fedanon.engine.grouping import Classes, Grouper
 from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.lattice import Lattice
@@ -244,13 +244,18 @@ def generalize(structure: Structure, levels: tuple[int, ...], suppressed: np.nda
 
 
 def materialize(
-    prep: Structure, levels: tuple[int, ...], checker: LocalChecker | ClassJudge | None = None
+    prep: Structure, levels: tuple[int, ...], checker: LocalChecker | ClassJudge | None = None,
+    classes: Classes | None = None,
 ) -> tuple[EncodedTable, np.ndarray, int]:
-    """Apply a transformation: generalize QI cells, suppress rows of failing classes."""
+    """Apply a transformation: generalize QI cells, suppress rows of failing classes.
+
+    `classes`: the node's classes grouped from the rows with `row_class` (grouped here if not given).
+    """
     judge = checker if checker is not None else getattr(prep, "checker", None)
     if judge is None:
         raise ValueError("materialize needs a checker that can name failing classes")
-    classes = prep.grouper.group_rows(levels, keep_rows=True)
+    if classes is None:
+        classes = prep.grouper.group_rows(levels, keep_rows=True)
     failing = np.asarray(judge.failing_classes(classes.stats), dtype=bool)
     suppressed = failing[classes.row_class] if failing.any() else np.zeros(prep.table.n_rows, dtype=bool)
     kept = classes.count - int(failing.sum())
@@ -342,7 +347,8 @@ def search_and_apply(
             + ("" if optimum_found else f" (none found within the {limits.time_limit:g} s time limit)")
         )
     levels = node_levels
-    output, suppressed, kept = materialize(prep, levels, checker)
+    optimum = prep.grouper.group_rows(levels, keep_rows=True)
+    output, suppressed, kept = materialize(prep, levels, checker, optimum)
     elapsed = time.perf_counter() - start
     return AnonymizationResult(
         transformation={q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
@@ -360,4 +366,6 @@ def search_and_apply(
         algorithm=algorithm,
         tagged=tagged,
         extra={"row_groupings": prep.grouper.row_groupings, **extra},
+        prepared=prep,
+        optimum_classes=optimum,
     )

@@ -32,6 +32,11 @@ class AnonymizationResult:
     algorithm: str = ""
     tagged: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the prepared structure the search ran on (`anonymizer.Prepared`) and the optimum's classes
+    #: with each row's class (`grouping.Classes`): a report reuses them instead of preparing and
+    #: grouping millions of rows again. Not part of the report, not compared.
+    prepared: Any = field(default=None, repr=False, compare=False)
+    optimum_classes: Any = field(default=None, repr=False, compare=False)
 
     def to_report(self) -> dict[str, Any]:
         """JSON-able summary; keys are a stable contract for the CLI and protocols."""

@@ -7,12 +7,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from fedanon.engine.anonymizer import Prepared, prepare
 from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.grouping import Classes
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import InputError
-from fedanon.report.risk import DEFAULT_THRESHOLD, suppressed_rows_mask, table_risk
+from fedanon.report.risk import DEFAULT_THRESHOLD, RowClasses, suppressed_rows_mask, table_risk
 from fedanon.report.utility import attribute_utility, distributions, metric_scores
 
 
@@ -60,9 +62,16 @@ def analyze(
     qis = list(config.quasi_identifiers)
     sens = config.sensitive_attributes
     common = dict(sensitive=sens, hierarchies=hierarchies, threshold=threshold, sample=research_subset)
-    no_rows = np.zeros(table.n_rows, dtype=bool)
-    risk_in = table_risk(table, qis, suppressed=no_rows, **common)
-    risk_out = table_risk(result.output, qis, suppressed=np.asarray(result.suppressed, dtype=bool), **common)
+    suppressed = np.asarray(result.suppressed, dtype=bool)
+    # the input's classes (the bottom node) are grouped once, for its risk and for the metric scores;
+    # the optimum's come from the search (the classes it materialized), or are grouped once here
+    prep = _search_preparation(table, hierarchies, config, result, research_subset)
+    at_bottom = prep.grouper.group_rows(tuple(0 for _ in qis), keep_rows=True)
+    at_opt = result.optimum_classes if prep is result.prepared and result.optimum_classes is not None else \
+        prep.grouper.group_rows(tuple(result.transformation[q] for q in qis), keep_rows=True)
+    risk_in = table_risk(table, qis, suppressed=np.zeros(table.n_rows, dtype=bool),
+                         classes=RowClasses(at_bottom.row_class, at_bottom.stats.sizes), **common)
+    risk_out = table_risk(result.output, qis, suppressed=suppressed, classes=_released(at_opt, suppressed), **common)
     report = result.to_report()
     report.update(summary or {})
     report["models"] = _describe(config)
@@ -71,9 +80,36 @@ def analyze(
         risk_input=risk_in,
         risk_output=risk_out,
         attributes=attribute_utility(table, result.output, hierarchies, result.transformation, result.suppressed),
-        metrics=metric_scores(table, hierarchies, config, result, research_subset),
+        metrics=metric_scores(table, hierarchies, config, result, research_subset, prepared=prep,
+                              at_bottom=at_bottom, at_opt=at_opt),
         distributions=distributions(table, result.output, qis + [s for s in sens if s not in qis]),
     )
+
+
+def _search_preparation(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], config: AnonymizationConfig,
+                        result: AnonymizationResult, research_subset: np.ndarray | None) -> Prepared:
+    """The structure the search ran on when it was this very table, config and subset; else a new one."""
+    prep = result.prepared
+    if (isinstance(prep, Prepared) and prep.table is table and prep.config is config
+            and prep.hierarchies == dict(hierarchies) and _same_subset(prep.grouper.subset, research_subset)):
+        return prep
+    return prepare(table, dict(hierarchies), config, research_subset)
+
+
+def _same_subset(held: np.ndarray | None, given: np.ndarray | None) -> bool:
+    if held is None or given is None:
+        return held is None and given is None
+    return held.shape == np.shape(given) and bool(np.array_equal(held != 0, np.asarray(given, dtype=bool)))
+
+
+def _released(classes: Classes, suppressed: np.ndarray) -> RowClasses:
+    """Classes of the released rows of a node whose failing classes were suppressed: the others,
+    renumbered in their order (the order risk's own grouping of the written output has)."""
+    failing = np.zeros(classes.count, dtype=bool)
+    failing[classes.row_class[suppressed]] = True
+    kept = ~failing
+    renumber = np.cumsum(kept) - 1
+    return RowClasses(renumber[classes.row_class[~suppressed]], classes.stats.sizes[kept])
 
 
 INPUT_UNAVAILABLE = ("nobody holds the pooled input in a distributed run (each party holds only its share), "
@@ -126,15 +162,18 @@ def analyze_protocol_result(
     transformation by the engine (the protocol returns its rows permuted, so
     row-aligned figures are taken from that central twin).
     """
-    from fedanon.engine.anonymizer import materialize, prepare
+    from fedanon.engine.anonymizer import materialize
 
     transformation = dict(summary["transformation"])
     prep = prepare(table, dict(hierarchies), config, research_subset)
-    output, suppressed, kept = materialize(prep, tuple(transformation[q] for q in config.quasi_identifiers))
+    levels = tuple(transformation[q] for q in config.quasi_identifiers)
+    optimum = prep.grouper.group_rows(levels, keep_rows=True)
+    output, suppressed, kept = materialize(prep, levels, classes=optimum)
     twin = AnonymizationResult(
         transformation=transformation, output=output, suppressed=suppressed, suppressed_rows=int(suppressed.sum()),
         information_loss=float(summary.get("information_loss") or 0.0), metric=str(summary.get("metric", "")),
-        classes=kept, checks=0, rollups=0, elapsed_s=0.0, lattice_size=0, optimum_found=True)
+        classes=kept, checks=0, rollups=0, elapsed_s=0.0, lattice_size=0, optimum_found=True,
+        prepared=prep, optimum_classes=optimum)
     analysis = analyze(table, hierarchies, config, twin, research_subset=research_subset, threshold=threshold,
                        summary=summary)
     for key in ("checks", "rollups", "lattice_size", "optimum_found", "algorithm", "tagged"):

@@ -35,7 +35,7 @@ distributions for t-closeness over all rows of the table.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -93,6 +93,26 @@ def _classes(table: EncodedTable, rows: np.ndarray, columns: Sequence[int]) -> t
     cols = [table.codes[rows, c] for c in columns]
     first, inverse = group_keys(cols, [len(table.dictionaries[c]) for c in columns])
     return first, inverse, np.bincount(inverse, minlength=first.shape[0]).astype(np.int64)
+
+
+class RowClasses(NamedTuple):
+    """Released rows already grouped by their QI tuple (the engine's grouping of the same node):
+    class of each released row, in row order, and class sizes -- classes in ascending
+    lexicographic order of their code tuples, as `_classes` finds them."""
+
+    inverse: np.ndarray
+    sizes: np.ndarray
+
+
+def _given_classes(given: RowClasses, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_classes`' answer from a grouping the caller already has (representative rows recomputed)."""
+    inverse = np.asarray(given.inverse)
+    sizes = np.asarray(given.sizes, dtype=np.int64)
+    if inverse.shape != rows.shape:
+        raise ValueError(f"given classes cover {inverse.shape[0]} rows, {rows.shape[0]} are released")
+    first = np.empty(sizes.shape[0], dtype=np.int64)
+    first[inverse] = np.arange(rows.shape[0], dtype=np.int64)
+    return first, inverse, sizes
 
 
 def _attacker(f: np.ndarray, big_f: np.ndarray, n: int, threshold: float) -> dict[str, Any]:
@@ -218,11 +238,14 @@ def table_risk(
     hierarchies: Mapping[str, Hierarchy] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     suppressed_rows: int | None = None,
+    classes: RowClasses | None = None,
 ) -> dict[str, Any]:
     """Risk figures and satisfied models of `table` (see the module docstring for the definitions).
 
     `suppressed`: rows not released (default: `suppressed_rows_mask(table, qis, suppressed_rows)`);
-    `sample`: released research subset (the rest of the table is its population).
+    `sample`: released research subset (the rest of the table is its population);
+    `classes`: the released rows' classes when the caller has grouped them already (an
+    anonymization's grouping of the node; saves grouping millions of rows again).
     """
     if not 0.0 <= threshold <= 1.0:
         raise InputError(f"risk threshold must lie in [0, 1], got {threshold!r}")
@@ -241,7 +264,7 @@ def table_risk(
         supp = np.asarray(suppressed, dtype=bool)
     released = ~supp
     rows = np.flatnonzero(released)
-    first, inverse, sizes = _classes(table, rows, qi_idx)
+    first, inverse, sizes = _classes(table, rows, qi_idx) if classes is None else _given_classes(classes, rows)
     out: dict[str, Any] = {"rows": int(table.n_rows - supp.sum()), "suppressed_rows": int(supp.sum()),
                            "threshold": threshold}
     # the sample: all released rows, or the research subset's rows in their population classes

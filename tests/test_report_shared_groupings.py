@@ -55,7 +55,8 @@ def test_report_with_shared_groupings_equals_own_groupings(adult, name, monkeypa
     table, hier, subset = adult
     config = AnonymizationConfig(QIS, **CONFIGS[name])
     subset = subset if config.delta_presence is not None else None
-    result = anonymize(table, hier, config, research_subset=subset)
+    assert anonymize(table, hier, config, research_subset=subset).prepared is None  # not kept by default
+    result = anonymize(table, hier, config, research_subset=subset, keep_prepared=True)
     assert (result.suppressed_rows > 0) == (config.suppression > 0)  # suppressed classes are renumbered away
     risk_in, risk_out, metrics = _own_groupings(table, hier, config, result, subset)
 
@@ -78,7 +79,7 @@ def test_report_with_shared_groupings_equals_own_groupings(adult, name, monkeypa
 def test_a_different_table_or_subset_is_never_served_the_search_structure(adult, monkeypatch):
     table, hier, subset = adult
     config = AnonymizationConfig(QIS, k=1, suppression=0.02, delta_presence=DeltaPresence(0.0, 0.6))
-    result = anonymize(table, hier, config, research_subset=subset)
+    result = anonymize(table, hier, config, research_subset=subset, keep_prepared=True)
     calls = []
     original = analysis.prepare
     monkeypatch.setattr(analysis, "prepare", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -88,3 +89,17 @@ def test_a_different_table_or_subset_is_never_served_the_search_structure(adult,
     other[np.flatnonzero(other)[0]] = False
     analysis.analyze(table, hier, config, result, research_subset=other)
     assert calls == [1, 1]
+
+
+def test_cli_report_prepares_once(tmp_path, monkeypatch, capsys):
+    """`fedanon anonymize --report`: the report is built on the search's structure (no second prepare)."""
+    from fedanon.cli import main
+
+    calls = []
+    original = analysis.prepare
+    monkeypatch.setattr(analysis, "prepare", lambda *a, **k: calls.append(1) or original(*a, **k))
+    qi = [x for q in QIS for x in ("--qi", f"{q}={ADULT_DIR / f'adult_hierarchy_{q}.csv'}")]
+    code = main(["anonymize", str(ADULT_DIR / "adult.csv"), *qi, "--k", "5", "--suppression", "0.02",
+                 "--output", str(tmp_path / "o.csv"), "--report", str(tmp_path / "r.json"), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert calls == [] and (tmp_path / "r.json").read_text().count('"risk"') == 1

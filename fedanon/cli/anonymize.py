@@ -292,7 +292,8 @@ def run(args: argparse.Namespace) -> int:
     progress, stop = _progress_factory(args.quiet)
     try:
         result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
-                           limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows))
+                           limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
+                           keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
     finally:
         stop()
 

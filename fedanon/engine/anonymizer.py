@@ -285,6 +285,7 @@ def anonymize(
     progress: Callable[[int, int], None] | None = None,
     limits: SearchLimits | None = None,
     workers: int = 1,
+    keep_prepared: bool = False,
 ) -> AnonymizationResult:
     """Find and apply the globally optimal full-domain generalization (+ suppression).
 
@@ -292,6 +293,9 @@ def anonymize(
     a `limits.time_limit` it may return a verified but not proven-optimal node
     (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`). `workers` > 1
     groups the rows of a check in that many processes (`parallel_grouping.py`; same result).
+    `keep_prepared`: the result keeps the search's structure and the optimum's classes
+    (`prepared`, `optimum_classes`) for a report to reuse; off by default, because they hold
+    the grouper's caches (up to a few hundred MB on millions of rows) for as long as the result lives.
     """
     start = time.perf_counter()
     if not isinstance(table, EncodedTable):
@@ -299,7 +303,10 @@ def anonymize(
                          + ("; for a pandas DataFrame use fedanon.anonymize_frame" if hasattr(table, "columns") else ""))
     prep = prepare(table, hierarchies, config, research_subset)
     with parallel_rows(prep.grouper, workers):
-        return search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
+        result = search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
+    if not keep_prepared:
+        result.prepared = result.optimum_classes = None
+    return result
 
 
 def gap(loss: float, lower_bound: float) -> float:

@@ -216,12 +216,15 @@ def test_group_rows_without_subset_and_with_a_wide_sensitive_domain():
         assert_matches(g.group_rows(levels), reference_classes(qi, maps, sens, sizes, None, levels), sizes)
 
 
-@pytest.mark.parametrize("small_table", [2048, 0])
-def test_rollup_and_snapshot_choice_equal_rows_on_every_node(monkeypatch, small_table):
+@pytest.mark.parametrize("float_exact,counting", [(1 << 53, 4), (1 << 53, 0), (1 << 53, 10**9), (0, 4)],
+                         ids=["float-key-default", "float-key-sort", "float-key-count", "combined-key"])
+def test_rollup_and_snapshot_choice_equal_rows_on_every_node(monkeypatch, float_exact, counting):
     """classes() on every node in a random order with a tiny history (evictions,
     roll-ups from many different snapshots) equals grouping the rows; roll-up keys
-    from `ravel_multi_index` (small class tables) and from `combined_key` (0)."""
-    monkeypatch.setattr(grouping, "_SMALL_TABLE", small_table)
+    from the float matrix-vector product (grouped by sorting, by counting, or as the
+    span decides) and from `combined_key` (spans beyond 2^53)."""
+    monkeypatch.setattr(grouping, "_FLOAT_EXACT", float_exact)
+    monkeypatch.setattr(grouping, "_ROLLUP_COUNTING", counting)
     qi, maps, sens, sizes, subset = random_problem(11, 800)
     g = Grouper(qi, maps, sens, sizes, subset, history_size=5)
     fresh = Grouper(qi, maps, sens, sizes, subset)
@@ -290,7 +293,7 @@ def test_lattice_order_neighbours_and_boxes_match_definitions():
     for node in range(lat.size):
         lv = levels[node]
         succ = lat.successors(node)
-        assert succ == sorted(succ, key=lambda s: lat.rank[s])
+        assert list(succ) == sorted(succ, key=lambda s: lat.rank[s])
         assert sorted(tuple(levels[s].tolist()) for s in succ) == sorted(
             tuple(int(x) + (j == i) for j, x in enumerate(lv)) for i in range(len(lv)) if lv[i] < lat.heights[i] - 1)
         pred = lat.predecessors(node)

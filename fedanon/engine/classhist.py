@@ -201,7 +201,7 @@ class SparseHistogram:
         if span <= max(4 * n, 1 << 16):
             key = pair_cls.astype(np.int64) * domain + value
             summed = np.bincount(key, weights=count, minlength=span)
-            pair_key = np.flatnonzero(summed)
+            pair_key = np.flatnonzero(summed != 0)  # a bool mask: nonzero() on numbers is several times slower
             counts = summed[pair_key].astype(np.int64)  # exact: integer sums < 2**53
             cls, values = np.divmod(pair_key, domain)
             return cls_(cls, values, counts, n_classes, domain)

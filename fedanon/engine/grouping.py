@@ -26,7 +26,8 @@ from fedanon.engine.criteria import ClassStats
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
 _BLOCK_SPAN = 1 << 16  # largest key span counted block by block (the counts stay in L2)
-_SMALL_TABLE = 2048  # class tables up to this size get their roll-up key from `ravel_multi_index`
+_FLOAT_EXACT = 1 << 53  # roll-up keys below this span are one float matrix-vector product (exact)
+_ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this many times the classes
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
 
@@ -167,17 +168,19 @@ def row_index(n: int) -> np.ndarray:
     return _ROW_INDEX[:n]
 
 
-def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+def group_key(key: np.ndarray, span: int, counting_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Group equal int64 keys in [0, span): (index of one row per group, group id per row).
 
-    Group ids follow ascending key order. Small key ranges use a counting pass
-    (no sort); large ones one sort (`_sort_with_order`).
+    Group ids follow ascending key order. Key ranges up to `counting_limit` (default
+    `counting_span`) use a counting pass (no sort); larger ones one sort
+    (`_sort_with_order`). A roll-up passes a lower limit: its few thousand keys sort
+    faster than a pass over a span of 65,536.
     """
     n = key.shape[0]
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    if span <= counting_span(n):
+    if span <= (counting_span(n) if counting_limit is None else counting_limit):
         keys_present, inverse = count_keys(key, span)
         # any member represents a group: all members share every column value
         first = np.empty(keys_present.shape[0], dtype=np.int64)
@@ -187,7 +190,8 @@ def group_key(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     boundary = np.empty(n, dtype=bool)
     boundary[0] = True
     np.not_equal(sorted_key[1:], sorted_key[:-1], out=boundary[1:])
-    group_of_sorted = np.cumsum(boundary) - 1
+    group_of_sorted = np.cumsum(boundary, dtype=np.int64)
+    group_of_sorted -= 1
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = group_of_sorted
     return order[boundary], inverse
@@ -234,14 +238,24 @@ def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray
 
 
 def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
-    """Sum rows of integer `values` (1-D or 2-D) per group id (exact below 2^53); also used to
-    merge partitions' class tables (`parallel_grouping.py`)."""
-    # float sums of integers below 2^53 are exact, so the cast back needs no rounding
+    """Sum rows of integer `values` (1-D or 2-D) per group id, in int64; also used to merge
+    partitions' class tables (`parallel_grouping.py`).
+
+    `np.add.at` on int64 (NumPy >= 1.25 has a fast indexed loop for it): exact without a
+    float round trip, and for 2-D values about 3x faster than a weighted `bincount` over
+    flat cell indices, which needed a float copy and a cast back of every cell.
+    """
+    values = values.astype(np.int64, copy=False)
     if values.ndim == 1:
-        return np.bincount(inverse, weights=values, minlength=n_groups).astype(np.int64)
+        out = np.zeros(n_groups, dtype=np.int64)
+        np.add.at(out, inverse, values)
+        return out
     d = values.shape[1]
-    flat = np.add.outer(inverse * d, _column_index(d)).ravel()
-    return np.bincount(flat, weights=values.ravel(), minlength=n_groups * d).astype(np.int64).reshape(n_groups, d)
+    cells = inverse * d
+    flat = np.add.outer(cells, _column_index(d)).ravel()
+    out = np.zeros(n_groups * d, dtype=np.int64)
+    np.add.at(out, flat, values.ravel())
+    return out.reshape(n_groups, d)
 
 
 _COLUMN_INDEX: dict[int, np.ndarray] = {}
@@ -332,7 +346,8 @@ class Grouper:
         self._slot_snap: list[Classes | None] = [None] * history_size
         self._slot_of: dict[tuple[int, ...], int] = {}
         self._free_slots = list(range(history_size - 1, -1, -1))
-        self._level_maps: dict[tuple[int, int, int], np.ndarray] = {}
+        self._level_maps: dict[tuple, np.ndarray] = {}
+        self._stride_cache: dict[tuple[int, ...], np.ndarray] = {}  # radices -> key strides
         self.rollups = 0
         self.row_groupings = 0
         #: groups the rows of a node elsewhere (worker processes, `engine/parallel_grouping.py`);
@@ -384,6 +399,37 @@ class Grouper:
     def _radices(self, levels: tuple[int, ...]) -> list[int]:
         return [self.level_sizes[i][l] for i, l in enumerate(levels)]
 
+    def _float_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
+        """`_level_map` as float64 (gathered straight into the roll-up's float code matrix)."""
+        key = (qi, src, dst, "float")
+        m = self._level_maps.get(key)
+        if m is None:
+            m = self._level_maps[key] = self._level_map(qi, src, dst).astype(np.float64)
+        return m
+
+    def _strides(self, radices: list[int]) -> np.ndarray:
+        """Place values of the mixed-radix key over `radices` (QI 0 most significant), float64, cached."""
+        cache_key = tuple(radices)
+        strides = self._stride_cache.get(cache_key)
+        if strides is None:
+            values = [1.0] * len(radices)
+            for i in range(len(radices) - 2, -1, -1):
+                values[i] = values[i + 1] * max(radices[i + 1], 1)
+            strides = self._stride_cache[cache_key] = np.array(values, dtype=np.float64)
+        return strides
+
+    def _rollup_key(self, base: Classes, changed: list[tuple[int, int, int]], radices: list[int]) -> np.ndarray:
+        """Mixed-radix key at the roll-up's levels (`changed`: QI, from, to) of every class of `base`.
+
+        One float matrix-vector product instead of a multiply and an add per QI (on class
+        tables of a few thousand rows those NumPy calls were most of a roll-up). Exact where
+        the span is at most 2^53: every product and partial sum is an integer below the span.
+        """
+        values = base.codes.astype(np.float64)
+        for i, src, dst in changed:
+            values[:, i] = self._float_level_map(i, src, dst)[base.codes[:, i]]
+        return (values @ self._strides(radices)).astype(np.int64)
+
     # ------------------------------------------------------------------ grouping
     def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
         """Group the full table at `levels` (no snapshot used)."""
@@ -419,7 +465,7 @@ class Grouper:
         """
         if span <= counting_span(self.n_rows):
             counts = np.bincount(key, minlength=span)
-            present = np.flatnonzero(counts)
+            present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
             sizes = counts[present]
         else:
             ordered = np.sort(key)
@@ -428,7 +474,9 @@ class Grouper:
             np.not_equal(ordered[1:], ordered[:-1], out=boundary[1:])
             starts = np.flatnonzero(boundary)
             present = ordered[starts]
-            sizes = np.diff(starts, append=ordered.shape[0])
+            sizes = np.empty(starts.shape[0], dtype=np.int64)  # run lengths (np.diff with append concatenates)
+            np.subtract(starts[1:], starts[:-1], out=sizes[:-1])
+            sizes[-1] = ordered.shape[0] - starts[-1]
         return Classes(levels, mixed_radix_digits(present, radices), ClassStats(sizes.astype(np.int64, copy=False), {}))
 
     def _count_blocks(self, levels: tuple[int, ...], cols: list[np.ndarray], radices: list[int],
@@ -441,22 +489,35 @@ class Grouper:
         ascending key order as on the sort path; their digits are the class codes.
         """
         n = self.n_rows
-        counts = np.zeros(span, dtype=np.int64)
-        cells = {a: np.zeros(span * d, dtype=np.int64) for a, d in self.sensitive_sizes.items()}
-        subset = None if self.subset is None else np.zeros(span, dtype=np.float64)
+        one_block = n <= _BLOCK_ROWS  # the counts are the first block's (no zeroed sum arrays to add into)
+        counts = None if one_block else np.zeros(span, dtype=np.int64)
+        cells = {a: None if one_block else np.zeros(span * d, dtype=np.int64) for a, d in self.sensitive_sizes.items()}
+        subset = None if self.subset is None or one_block else np.zeros(span, dtype=np.float64)
         for start in range(0, max(n, 1), _BLOCK_ROWS):
             stop = min(n, start + _BLOCK_ROWS)
-            key, _, _ = combined_key([c[start:stop] for c in cols], radices)
-            counts += np.bincount(key, minlength=span)
+            key, _, _ = combined_key([c[start:stop] for c in cols] if not one_block else cols, radices)
+            block_counts = np.bincount(key, minlength=span)
+            if one_block:
+                counts = block_counts
+            else:
+                counts += block_counts
             for attr, scodes in self.sensitive_codes.items():
                 d = self.sensitive_sizes[attr]
                 cell = key.astype(np.int64)
                 np.multiply(cell, d, out=cell)
                 np.add(cell, scodes[start:stop], out=cell)
-                cells[attr] += np.bincount(cell, minlength=span * d)
-            if subset is not None:
-                subset += np.bincount(key, weights=self.subset[start:stop], minlength=span)
-        present = np.flatnonzero(counts)
+                block_cells = np.bincount(cell, minlength=span * d)
+                if one_block:
+                    cells[attr] = block_cells
+                else:
+                    cells[attr] += block_cells
+            if self.subset is not None:
+                block_subset = np.bincount(key, weights=self.subset[start:stop], minlength=span)
+                if one_block:
+                    subset = block_subset
+                else:
+                    subset += block_subset
+        present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
         codes = mixed_radix_digits(present, radices)
         hists = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
         subset_sizes = None if subset is None else subset[present].round().astype(np.int64)
@@ -484,24 +545,22 @@ class Grouper:
     def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
         """Classes at `levels` from the classes of a more specific node `base`."""
         self.rollups += 1
-        cols = []
-        for i, (src, dst) in enumerate(zip(base.levels, levels)):
-            col = base.codes[:, i]
-            if src != dst:
-                col = self._level_map(i, src, dst)[col]
-            cols.append(col)
         radices = self._radices(levels)
         span, exact = key_span(radices)
-        if exact and base.count <= _SMALL_TABLE:
-            # one C call for the mixed-radix key of a small class table (fewer NumPy calls)
-            first, inverse = group_key(np.ravel_multi_index(cols, radices), span)
+        changed = [(i, src, dst) for i, (src, dst) in enumerate(zip(base.levels, levels)) if src != dst]
+        if exact and span <= _FLOAT_EXACT:
+            first, inverse = group_key(self._rollup_key(base, changed, radices), span,
+                                       counting_limit=_ROLLUP_COUNTING * base.count)
         else:
+            cols = [base.codes[:, i] for i in range(self.n_qis)]
+            for i, src, dst in changed:
+                cols[i] = self._level_map(i, src, dst)[cols[i]]
             first, inverse = group_keys(cols, radices)
         n_classes = first.shape[0]
-        codes = base.codes[first]  # one gather of whole rows; then only the generalized columns
-        for i, (src, dst) in enumerate(zip(base.levels, levels)):
-            if src != dst:
-                codes[:, i] = cols[i][first]
+        # one gather of whole rows, then the generalized columns mapped on the kept rows only
+        codes = np.take(base.codes, first, axis=0)
+        for i, src, dst in changed:
+            codes[:, i] = self._level_map(i, src, dst)[codes[:, i]]
         st = base.stats
         if n_classes == base.count:
             # nothing merged: the statistics are just reordered

@@ -114,14 +114,18 @@ class ClassJudge:
 
     def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
         sizes = classes.stats.sizes
-        small = int(sizes[sizes < self.implied_k].sum()) if self.implied_k > 1 else 0
+        below = None
+        small = 0
+        if self.implied_k > 1:
+            below = sizes < self.implied_k
+            small = int(np.dot(sizes, below))  # rows in classes below the implied size (one call, no gather)
         if small > self.suppression_limit:
             # every model rejects the classes below the implied size, and they alone hold more
             # rows than may be suppressed: not anonymous whatever the models say about the
             # others, so they are not asked (ℓ/t on a large sensitive domain: most of a check)
             return NodeEvaluation(
                 implied_k_ok=False, anonymous=False, anonymous_strict=False, suppressed_rows=small,
-                classes=classes.count - int(np.count_nonzero(sizes < self.implied_k)), loss=math.inf,
+                classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
                 bound=self.metric.class_bound(levels, classes),
             )
         failing = self.failing_classes(classes.stats)

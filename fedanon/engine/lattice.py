@@ -40,6 +40,7 @@ class Lattice:
         for i in range(q - 2, -1, -1):
             strides[i] = strides[i + 1] * self.heights[i + 1]
         self.strides = np.array(strides, dtype=np.int64) if size < 1 << 62 else np.array(strides, dtype=object)
+        self._successors: dict[int, tuple[int, ...]] = {}
 
     @property
     def materializable(self) -> bool:
@@ -105,15 +106,19 @@ class Lattice:
         """(QI, stride, max level) per QI in descending QI order = ascending stride."""
         return [(i, int(self.strides[i]), int(self.max_levels[i])) for i in range(len(self.heights) - 1, -1, -1)]
 
-    def successors(self, node: int) -> list[int]:
+    def successors(self, node: int) -> tuple[int, ...]:
         """Direct generalizations in stable order.
 
         All successors have the same total level, and raising a later QI gives a
         lexicographically smaller vector and a smaller id, so ascending id is the
-        stable order: no sort needed.
+        stable order: no sort needed. Cached per node (a tuple, so callers cannot alter
+        the cache): Flash asks for a node's successors on every path it builds.
         """
-        lv = self.levels[node].tolist()
-        return [node + stride for i, stride, top in self._steps if lv[i] < top]
+        cached = self._successors.get(node)
+        if cached is None:
+            lv = self.levels[node].tolist()
+            cached = self._successors[node] = tuple(node + stride for i, stride, top in self._steps if lv[i] < top)
+        return cached
 
     def predecessors(self, node: int) -> list[int]:
         """Direct specializations in stable order (ascending id, as for successors)."""

@@ -305,3 +305,21 @@ def test_lattice_order_neighbours_and_boxes_match_definitions():
         down = np.zeros(lat.size, dtype=bool)
         lat.grid(down)[lat.down_box(node)] = True
         assert down.tolist() == (levels <= lv).all(axis=1).tolist()
+
+
+def test_packed_level_comparison_equals_elementwise():
+    """"Stored node below the asked one" from packed level vectors (guard bits) equals
+    comparing level by level, on random vectors that reach every QI's top level; fields
+    that need more than 62 bits fall back to the level-by-level comparison (None)."""
+    rng = np.random.default_rng(21)
+    for _ in range(200):
+        tops = rng.integers(0, 20, rng.integers(1, 10)).tolist()
+        offsets, guard = grouping.level_fields(tops)
+        assert offsets is not None
+        stored = np.array([[rng.integers(0, t + 1) for t in tops] for _ in range(40)])
+        asked = [int(rng.integers(0, t + 1)) for t in tops]
+        packed = np.array([grouping.packed_levels(tuple(s), offsets) for s in stored], dtype=np.int64)
+        below = ((grouping.packed_levels(tuple(asked), offsets) | guard) - packed) & guard == guard
+        assert below.tolist() == [bool((s <= np.array(asked)).all()) for s in stored]
+        assert below[[i for i, s in enumerate(stored) if (s == np.array(asked)).all()]].all()
+    assert grouping.level_fields([1000] * 6) == (None, 0)

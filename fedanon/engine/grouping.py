@@ -237,6 +237,35 @@ def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray
     return order, packed
 
 
+def level_fields(max_levels: list[int]) -> tuple[list[int] | None, int]:
+    """Bit offset of each QI's field in a packed level vector, and the mask of the guard bits.
+
+    Each field holds a level plus one guard bit above it. For packed vectors a (asked) and
+    b (stored), every b_i <= a_i exactly when ((a | guards) - b) keeps every guard bit: a
+    field's guard is borrowed from only where b_i > a_i, and no field borrows from the next.
+    (None, 0) where the fields need more than 62 bits (the caller compares level by level).
+    """
+    offsets = []
+    guard = 0
+    bit = 0
+    for top in max_levels:
+        width = max(int(top), 1).bit_length() + 1
+        offsets.append(bit)
+        guard |= 1 << (bit + width - 1)
+        bit += width
+    if bit > 62:
+        return None, 0
+    return offsets, guard
+
+
+def packed_levels(levels: tuple[int, ...], offsets: list[int]) -> int:
+    """A level vector packed into the fields of `level_fields` (guard bits clear)."""
+    packed = 0
+    for level, offset in zip(levels, offsets):
+        packed |= int(level) << offset
+    return packed
+
+
 def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sum rows of integer `values` (1-D or 2-D) per group id, in int64; also used to merge
     partitions' class tables (`parallel_grouping.py`).
@@ -340,6 +369,11 @@ class Grouper:
         # one vectorized comparison with no per-check rebuilding; a free slot's levels are
         # above every node (never "below") and its cost is the maximum
         self._slot_levels = np.full((history_size, self.n_qis), _FREE_LEVEL, dtype=np.int16)
+        # the same levels packed into one int64 per slot, a guard bit above each QI's field, where
+        # they fit (`packed_levels`): "stored node below the asked one" is then three operations
+        # on one small vector instead of a comparison and a row-wise reduction of the slot matrix
+        self._level_offsets, self._guard = level_fields([len(sizes) - 1 for sizes in self.level_sizes])
+        self._slot_packed = np.zeros(history_size, dtype=np.int64)
         self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)
         self._slot_used = np.zeros(history_size, dtype=np.int64)  # last use: LRU position, breaks ties
         self._tick = 0
@@ -600,7 +634,11 @@ class Grouper:
             return hit, True
         best: Classes | None = None
         if self._history:
-            below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
+            if self._level_offsets is not None:
+                asked = packed_levels(levels, self._level_offsets) | self._guard
+                below = ((asked - self._slot_packed) & self._guard) == self._guard
+            else:
+                below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
             cost = np.where(below, self._slot_cost, _FREE_COST)
             cheapest = cost.min()
             if cheapest < _FREE_COST:
@@ -651,6 +689,8 @@ class Grouper:
         self._history_classes += classes.count
         self._slot_of[classes.levels] = slot
         self._slot_levels[slot] = classes.levels
+        if self._level_offsets is not None:
+            self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets)
         self._slot_cost[slot] = snapshot.rollup_cost
         self._slot_snap[slot] = snapshot
         self._tick += 1

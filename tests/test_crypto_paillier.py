@@ -150,3 +150,24 @@ def test_key_holder_crt_encryption_is_the_public_encryption(sk, monkeypatch):
     many = sk.encrypt_many([1, 0, 1, 5] * 40, workers=2)
     assert [sk.decrypt(c) for c in many] == [1, 0, 1, 5] * 40
     assert len(set(many)) == len(many)  # fresh randomness per ciphertext
+
+
+def test_public_and_crt_tables_share_one_bounded_cache(sk, monkeypatch):
+    """Both kinds of fixed-base table live in the one cache with one eviction rule (least
+    recently used beyond the bound): a process never holds more tables than the bound."""
+    from fedanon.crypto import paillier
+
+    monkeypatch.setattr(paillier, "_table_cache", paillier.OrderedDict())
+    monkeypatch.setattr(paillier, "_TABLE_CACHE_SIZE", 1)
+    pk = sk.public_key
+    pk.encrypt(1)
+    public_table = pk._table()
+    sk.encrypt(1)
+    assert len(paillier._table_cache) == 1 and public_table not in paillier._table_cache.values()
+    monkeypatch.setattr(paillier, "_TABLE_CACHE_SIZE", 2)
+    pk.encrypt(1)
+    sk.encrypt(1)
+    pk.encrypt(1)  # the public table is now the most recently used: the next one evicts the CRT pair
+    paillier._cached_table(("other",), lambda: "x")
+    assert list(paillier._table_cache.values())[0] is pk._table() and len(paillier._table_cache) == 2
+    assert sk.decrypt(sk.encrypt(5)) == 5 and sk.decrypt(pk.encrypt(6)) == 6

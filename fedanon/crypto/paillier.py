@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Iterable, Sequence
+from collections import OrderedDict
+from typing import Callable, Iterable, Sequence, TypeVar
 
 import gmpy2
 from gmpy2 import mpz
 
 from fedanon.crypto import parallel
 from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
+
+T = TypeVar("T")
 
 DEFAULT_BITS = 3072
 MIN_BITS = 3072
@@ -88,7 +91,26 @@ class _FixedBase:
         return acc
 
 
-_tables: dict[tuple[int, int], _FixedBase] = {}
+#: Fixed-base tables by what they are built from, least recently used first.
+_table_cache: "OrderedDict[tuple, object]" = OrderedDict()
+#: Tables kept per process. Why a bound: a table costs ≈ 40 MB (a CRT pair ≈ 20 MB) and a
+#: pool worker outlives runs and keys; why not 1: a process that encrypts under a party's key
+#: and, as key holder, with its own factors uses two tables at once (tests: a few keys more).
+_TABLE_CACHE_SIZE = 4
+
+
+def _cached_table(key: tuple, build: Callable[[], T]) -> T:
+    """The table for `key`, built on first use; one policy for all of this module's tables
+    (least recently used evicted beyond `_TABLE_CACHE_SIZE`), so no cache can grow or flush
+    differently from another."""
+    table = _table_cache.get(key)
+    if table is None:
+        table = _table_cache[key] = build()
+        while len(_table_cache) > _TABLE_CACHE_SIZE:
+            _table_cache.popitem(last=False)
+    else:
+        _table_cache.move_to_end(key)
+    return table  # type: ignore[return-value]
 
 
 class PaillierPublicKey:
@@ -149,13 +171,8 @@ class PaillierPublicKey:
 
     # -- encryption ---------------------------------------------------------------------
     def _table(self) -> _FixedBase:
-        key = (int(self.n), int(self.hs))
-        t = _tables.get(key)
-        if t is None:
-            if len(_tables) > 4:
-                _tables.clear()
-            t = _tables[key] = _FixedBase(self.hs, self.nsquare, self._rbits)
-        return t
+        return _cached_table(("n", int(self.n), int(self.hs)),
+                             lambda: _FixedBase(self.hs, self.nsquare, self._rbits))
 
     def randomizer(self, fast: bool = True) -> mpz:
         """A fresh r^n mod n²-type factor (DJN fixed-base if available and `fast`)."""
@@ -249,9 +266,6 @@ def _encrypt_crt_chunk(sk: "PaillierPrivateKey", ms: Sequence[int]) -> list[mpz]
     return [sk.encrypt(m) for m in ms]
 
 
-_crt_tables: dict[tuple[int, int], tuple[_FixedBase, _FixedBase]] = {}
-
-
 class PaillierPrivateKey:
     """The key holder's half: decrypts with the CRT."""
 
@@ -289,15 +303,10 @@ class PaillierPrivateKey:
 
     # -- encryption with the factors -----------------------------------------------------
     def _crt_tables(self) -> tuple[_FixedBase, _FixedBase]:
-        key = (int(self.p), int(self.q))
-        t = _crt_tables.get(key)
-        if t is None:
-            pk = self.public_key
-            if len(_crt_tables) > 4:
-                _crt_tables.clear()
-            t = _crt_tables[key] = (_FixedBase(pk.hs % self._psq, self._psq, pk._rbits),
-                                    _FixedBase(pk.hs % self._qsq, self._qsq, pk._rbits))
-        return t
+        pk = self.public_key
+        return _cached_table(("pq", int(self.p), int(self.q), int(pk.hs)),
+                             lambda: (_FixedBase(pk.hs % self._psq, self._psq, pk._rbits),
+                                      _FixedBase(pk.hs % self._qsq, self._qsq, pk._rbits)))
 
     def encrypt(self, m: int) -> mpz:
         """The same ciphertext distribution as `PaillierPublicKey.encrypt` (DJN: (1 + m·n)·h_s^a mod n²,

@@ -5,7 +5,8 @@ import random
 import pytest
 
 from fedanon.crypto.counters import (
-    COUNTER_SCHEMES, counter_private_key_from_bytes, counter_public_key_from_bytes, generate_counter_key,
+    COUNTER_SCHEMES, counter_private_key_from_bytes, counter_public_key_from_bytes, counter_values,
+    generate_counter_key,
 )
 from fedanon.crypto.errors import DecryptionError, KeyFormatError
 
@@ -96,3 +97,28 @@ def test_final_counter_decryption_and_invalid_counters(key):
         bad = pub.key.encrypt(2)
     with pytest.raises(DecryptionError, match="not 0 or 1"):
         key.decrypt_counters(cts[:5] + [bad] + cts[5:9])
+
+
+def test_key_holder_counters_take_the_public_path_but_encrypt_with_the_crt(key, monkeypatch):
+    """The key holder's counters: the same plaintexts (`counter_values`) and, for the same
+    randomness, the very ciphertexts the parties' public-key path gives -- computed with the
+    factors (Paillier's CRT encryption), not with the public key."""
+    from fedanon.crypto import paillier
+
+    bits = [True, False, 1, 0, True]
+    assert counter_values(bits) == [1, 0, 1, 0, 1]
+    if key.scheme != "paillier":
+        assert key.decrypt_counters(key.encrypt_counters(bits, workers=1)) == [1, 0, 1, 0, 1]
+        return
+    crt_calls = []
+    real_crt = paillier.PaillierPrivateKey.encrypt_many
+
+    def spy(self, ms, workers=None):
+        crt_calls.append(list(ms))
+        return real_crt(self, ms, workers=workers)
+
+    monkeypatch.setattr(paillier.PaillierPrivateKey, "encrypt_many", spy)
+    a = paillier._randbits(1536)
+    monkeypatch.setattr(paillier, "_randbits", lambda bits_, a=a: a)
+    assert key.encrypt_counters(bits, workers=1) == key.public_key.encrypt_counters(bits, workers=1)
+    assert crt_calls == [[1, 0, 1, 0, 1]]

@@ -41,6 +41,12 @@ COUNTER_HELP = (
 _TAG = {"paillier": 0x50, "elgamal": 0x45}
 
 
+def counter_values(real: Sequence[bool | int]) -> list[int]:
+    """The plaintexts of the row counters: 1 for a real row, 0 for a pseudotuple (one mapping
+    for every scheme and for both the parties' and the key holder's encryption)."""
+    return [1 if b else 0 for b in real]
+
+
 class CounterPublicKey(ABC):
     """What every party and the helper hold."""
 
@@ -50,9 +56,9 @@ class CounterPublicKey(ABC):
     def to_bytes(self) -> bytes:
         """Serialized public key, prefixed with the scheme tag."""
 
-    @abstractmethod
     def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         """Enc(1) for real rows, Enc(0) for pseudotuples, in row order, as bytes."""
+        return self.encrypt_values(counter_values(real), workers=workers)
 
     @abstractmethod
     def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
@@ -103,8 +109,9 @@ class CounterPrivateKey(ABC):
         ...
 
     def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
-        """As the public key's; a scheme may use what only the key holder knows to be faster."""
-        return self.public_key.encrypt_counters(real, workers=workers)
+        """As the public key's, by the same path (`counter_values`, then `encrypt_values`): a scheme
+        that encrypts faster with what only the key holder knows overrides `encrypt_values` only."""
+        return self.encrypt_values(counter_values(real), workers=workers)
 
     def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
         """As the public key's; a scheme may use what only the key holder knows to be faster."""
@@ -139,10 +146,6 @@ class PaillierCounterPublicKey(CounterPublicKey):
 
     def to_bytes(self) -> bytes:
         return bytes([_TAG["paillier"]]) + self.key.to_bytes()
-
-    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
-        w = self.key.ciphertext_bytes
-        return [int(c).to_bytes(w, "big") for c in self.key.encrypt_zero_one(real, workers=workers)]
 
     def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
         w = self.key.ciphertext_bytes
@@ -188,9 +191,6 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
 
     def to_bytes(self) -> bytes:
         return bytes([_TAG["paillier"]]) + self.key.to_bytes()
-
-    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
-        return self.encrypt_values([1 if b else 0 for b in real], workers=workers)
 
     def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
         # with p and q: the same ciphertexts' distribution, ≈ 1.6x cheaper (PaillierPrivateKey.encrypt)
@@ -241,9 +241,6 @@ class ElGamalCounterPublicKey(CounterPublicKey):
 
     def to_bytes(self) -> bytes:
         return bytes([_TAG["elgamal"]]) + self.key.to_bytes()
-
-    def encrypt_counters(self, real: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
-        return self.key.encrypt_zero_one(real, workers=workers)
 
     def encrypt_values(self, values: Sequence[int], workers: int | None = None) -> list[bytes]:
         return self.key.encrypt_many(list(values), workers=workers)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from multiprocessing import shared_memory
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -25,6 +24,7 @@ from gmpy2 import mpz
 
 from fedanon.crypto import parallel
 from fedanon.crypto.paillier import PaillierPublicKey
+from fedanon.shm import SharedMemory, attached, create_block, release
 
 #: Below this many rows per node the sums run in the calling process.
 MIN_PARALLEL_ROWS = 4096
@@ -36,11 +36,8 @@ _parsed: "OrderedDict[str, list[mpz]]" = OrderedDict()
 def _rows_of(name: str, count: int, width: int) -> list[mpz]:
     rows = _parsed.get(name)
     if rows is None:
-        block = shared_memory.SharedMemory(name=name)
-        try:
+        with attached(name) as block:
             data = bytes(block.buf[: count * width])
-        finally:
-            block.close()
         rows = [mpz(int.from_bytes(data[i: i + width], "big")) for i in range(0, len(data), width)]
         _parsed[name] = rows
         while len(_parsed) > 2:
@@ -69,11 +66,11 @@ class SharedPaillierRows:
         self.key = key
         self.rows = ciphertexts
         self.workers = parallel.resolve_workers(workers)
-        self._block: shared_memory.SharedMemory | None = None
+        self._block: SharedMemory | None = None
         if self.workers > 1 and len(ciphertexts) >= MIN_PARALLEL_ROWS:
             data = key.ciphertexts_to_bytes(ciphertexts)
             try:
-                self._block = shared_memory.SharedMemory(create=True, size=max(1, len(data)))
+                self._block = create_block(len(data))
             except OSError:  # no /dev/shm (some sandboxes): stay in-process
                 self._block = None
             else:
@@ -116,10 +113,6 @@ class SharedPaillierRows:
 
     def close(self) -> None:
         if self._block is not None:
-            self._block.close()
-            try:
-                self._block.unlink()
-            except FileNotFoundError:
-                pass
+            release(self._block)
             self._block = None
 

@@ -30,7 +30,6 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any, Iterator
 
 import numpy as np
@@ -39,6 +38,7 @@ from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 from fedanon.engine.grouping import Classes, Grouper, group_keys, sum_by_group
 from fedanon.errors import InputError
+from fedanon.shm import SharedMemory, attached, create_block, release
 
 #: below this many rows `--workers auto` stays in one process: starting workers (~1 s
 #: each) and shipping class tables costs more than a row grouping saves
@@ -170,27 +170,26 @@ def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], s
 
 def _serve(conn: Any, layout: _Layout) -> None:
     """Worker loop: group this partition at each node asked for, reply with codes + stats."""
-    shm = SharedMemory(name=layout.shm_name)
     try:
-        views = _views(shm, layout)
-        n_qis = len(layout.code_maps)
-        grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
-                                     {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
-                                     layout.sensitive_sizes, views.get("subset"), layout.sparse,
-                                     layout.saturation, layout.column_cache_mib)
-        conn.send(("ready", None))
-        while True:
-            levels = conn.recv()
-            if levels is None:
-                break
-            try:
-                classes = grouper.group_rows(levels)
-                conn.send(("ok", (classes.codes, classes.stats)))
-            except Exception as exc:  # reported by the owner, which stops the search
-                conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
-        del grouper, views
+        with attached(layout.shm_name) as shm:
+            views = _views(shm, layout)
+            n_qis = len(layout.code_maps)
+            grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
+                                         {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
+                                         layout.sensitive_sizes, views.get("subset"), layout.sparse,
+                                         layout.saturation, layout.column_cache_mib)
+            conn.send(("ready", None))
+            while True:
+                levels = conn.recv()
+                if levels is None:
+                    break
+                try:
+                    classes = grouper.group_rows(levels)
+                    conn.send(("ok", (classes.codes, classes.stats)))
+                except Exception as exc:  # reported by the owner, which stops the search
+                    conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
+            del grouper, views
     finally:
-        shm.close()
         conn.close()
 
 
@@ -250,7 +249,7 @@ class ParallelRowGrouper:
         for _, a in arrays:
             offsets.append(total)
             total += -(-a.nbytes // 64) * 64  # 64-byte aligned
-        block = SharedMemory(create=True, size=max(total, 1))
+        block = create_block(total)
         self._blocks.append(block)
         layout = _Layout(block.name, n_rows, [(name, a.dtype.str, off) for (name, a), off in zip(arrays, offsets)],
                          grouper.code_maps, dict(grouper.sensitive_sizes), set(grouper.sparse),
@@ -294,8 +293,7 @@ class ParallelRowGrouper:
         for conn in self._conns:
             conn.close()
         for block in self._blocks:
-            block.close()
-            block.unlink()
+            release(block)
         self._conns, self._procs, self._blocks = [], [], []
 
 

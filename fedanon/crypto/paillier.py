@@ -231,11 +231,7 @@ class PaillierPublicKey:
         """
         if len(ciphertexts) != len(class_ids):
             raise ValueError(f"{len(ciphertexts)} ciphertexts but {len(class_ids)} class ids")
-        acc = [mpz(1)] * n_classes
-        n2 = self.nsquare
-        for c, j in zip(ciphertexts, class_ids):
-            acc[j] = acc[j] * c % n2
-        return acc
+        return class_products(zip(ciphertexts, class_ids), n_classes, self.nsquare)
 
     # -- ciphertext wire format -----------------------------------------------------------
     def ciphertexts_to_bytes(self, cts: Sequence[int]) -> bytes:
@@ -252,6 +248,23 @@ class PaillierPublicKey:
             if not 0 < c < self.nsquare:
                 raise DecryptionError(f"Paillier ciphertext #{i} is out of range")
         return out
+
+
+def class_products(pairs: Iterable[tuple[int, int]], n_classes: int, nsquare: mpz) -> list[mpz]:
+    """out[j] = product mod n² of the ciphertexts c of the pairs (c, j); 1 (= Enc(0)) if none.
+
+    A class's first ciphertext is taken as it is, not multiplied into 1: the result is the
+    same number (ciphertexts are < n²), one modular reduction fewer per class. Why it
+    matters: the helper's roll-ups map a finer node's classes onto a coarser node's, where
+    many classes have one finer class only -- about half of its multiplications (measured
+    on ADULT, see README).
+    """
+    acc: list[mpz | None] = [None] * n_classes
+    for c, j in pairs:
+        a = acc[j]
+        acc[j] = mpz(c) if a is None else a * c % nsquare
+    one = mpz(1)
+    return [one if a is None else a for a in acc]
 
 
 def _encrypt_chunk(pk: PaillierPublicKey, fast: bool, ms: Sequence[int]) -> list[mpz]:
@@ -375,12 +388,20 @@ def generate_paillier_keypair(bits: int = DEFAULT_BITS, djn: bool = True) -> Pai
     return PaillierPrivateKey(PaillierPublicKey(n, hs), p, q)
 
 
-def _horner_blocks(nsquare: mpz, shift: mpz, blocks: Sequence[Sequence[int]]) -> list[mpz]:
+def _horner_blocks(nsquare: mpz, slot_bits: int, blocks: Sequence[Sequence[int]]) -> list[mpz]:
+    """Enc(Σ c_i·2^{w(k-1-i)}) per block: shift the accumulator by w bits (acc^(2^w)), add the next.
+
+    The shift is w plain squarings mod n², not `powmod(acc, 2**w, n²)`: the same number,
+    measured ≈ 25 % cheaper for w = 11..15 (gmpy2's powmod converts into and out of its
+    Montgomery form and windows an exponent that has a single bit).
+    """
     out: list[mpz] = []
     for block in blocks:
         acc = mpz(block[0])
         for c in block[1:]:
-            acc = gmpy2.powmod(acc, shift, nsquare) * c % nsquare
+            for _ in range(slot_bits):
+                acc = acc * acc % nsquare
+            acc = acc * c % nsquare
         out.append(acc)
     return out
 
@@ -393,7 +414,7 @@ class CountPacker:
     counts. `max_count` bounds every count (e.g. the number of rows); it fixes w.
     """
 
-    __slots__ = ("public_key", "max_count", "slot_bits", "slots", "_mask", "_shift")
+    __slots__ = ("public_key", "max_count", "slot_bits", "slots", "_mask")
 
     def __init__(self, public_key: PaillierPublicKey, max_count: int) -> None:
         if max_count < 1:
@@ -406,7 +427,6 @@ class CountPacker:
         if self.slots < 1:
             raise SlotOverflowError(f"a count of {max_count} does not fit into a {public_key.bits}-bit plaintext")
         self._mask = (1 << self.slot_bits) - 1
-        self._shift = mpz(1) << self.slot_bits
 
     def _check(self, upper_bounds: Sequence[int] | None, n: int) -> None:
         if upper_bounds is None:
@@ -431,7 +451,7 @@ class CountPacker:
         self._check(upper_bounds, len(sums))
         blocks = [list(sums[start: start + self.slots]) for start in range(0, len(sums), self.slots)]
         # each block is independent: several blocks (big nodes, the final row counters) go to all cores
-        return parallel.map_batches(functools.partial(_horner_blocks, self.public_key.nsquare, self._shift),
+        return parallel.map_batches(functools.partial(_horner_blocks, self.public_key.nsquare, self.slot_bits),
                                     blocks, workers=workers, min_parallel=4)
 
     def unpack(self, private_key: PaillierPrivateKey, packed: Sequence[int], count: int,

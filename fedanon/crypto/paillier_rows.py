@@ -23,7 +23,7 @@ import numpy as np
 from gmpy2 import mpz
 
 from fedanon.crypto import parallel
-from fedanon.crypto.paillier import PaillierPublicKey
+from fedanon.crypto.paillier import PaillierPublicKey, class_products
 from fedanon.shm import SharedMemory, attached, create_block, release
 
 #: Below this many rows per node the sums run in the calling process.
@@ -51,11 +51,9 @@ def _class_products(block: tuple[str, int, int], nsquare: mpz,
     rows = _rows_of(*block)
     out = []
     for row_bytes, id_bytes, n_classes in tasks:
-        acc = [mpz(1)] * n_classes
-        for i, j in zip(np.frombuffer(row_bytes, dtype=np.int64).tolist(),
-                        np.frombuffer(id_bytes, dtype=np.int64).tolist()):
-            acc[j] = acc[j] * rows[i] % nsquare
-        out.append(acc)
+        pairs = zip((rows[i] for i in np.frombuffer(row_bytes, dtype=np.int64).tolist()),
+                    np.frombuffer(id_bytes, dtype=np.int64).tolist())
+        out.append(class_products(pairs, n_classes, nsquare))
     return out
 
 

@@ -113,9 +113,9 @@ def test_key_holder_counters_take_the_public_path_but_encrypt_with_the_crt(key, 
     crt_calls = []
     real_crt = paillier.PaillierPrivateKey.encrypt_many
 
-    def spy(self, ms, workers=None):
+    def spy(self, ms, workers=None, **kwargs):
         crt_calls.append(list(ms))
-        return real_crt(self, ms, workers=workers)
+        return real_crt(self, ms, workers=workers, **kwargs)
 
     monkeypatch.setattr(paillier.PaillierPrivateKey, "encrypt_many", spy)
     a = paillier._randbits(1536)

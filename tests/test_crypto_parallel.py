@@ -43,3 +43,46 @@ def test_errors_in_workers_keep_their_type():
     x[3999] = b"\x00" * 5
     with pytest.raises(EncodingError, match=r"not a secp256k1.*\[in batch items 3500\.\.3999\]"):
         k.encrypt_many(x, workers=2)
+
+
+class _RecordingPool:
+    """Stands in for the process pool: runs each task at submit, records submits and waits."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def submit(self, fn, chunk):
+        from concurrent.futures import Future
+
+        self.events.append(("submit", len(chunk)))
+        future, events = Future(), self.events
+        future.set_result(fn(chunk))
+        real_result = future.result
+
+        def result(timeout=None):
+            events.append(("wait", None))
+            return real_result(timeout)
+
+        future.result = result
+        return future
+
+
+def test_progress_submits_every_chunk_before_waiting_and_ticks_per_chunk(monkeypatch):
+    """A batch with progress: all chunks (at most `items` each) are in the pool before the
+    first result is awaited, and one tick follows each chunk's results, in order."""
+    events = []
+    monkeypatch.setattr(parallel, "_pool", lambda w: _RecordingPool(events))
+    progress = parallel.ChunkProgress(lambda: events.append(("tick", None)), 100)  # below the default 125
+    out = parallel.map_batches(functools.partial(_square_with_pid, 0), list(range(1000)), workers=2,
+                               min_parallel=10, progress=progress)
+    assert [v for v, _ in out] == [x * x for x in range(1000)]
+    kinds = [k for k, _ in events]
+    assert kinds == ["submit"] * 10 + ["wait", "tick"] * 10
+    assert [n for k, n in events if k == "submit"] == [100] * 10
+
+
+def test_progress_ticks_per_chunk_in_process_too():
+    ticks = []
+    out = parallel.map_batches(functools.partial(_square_with_pid, 0), list(range(10)), workers=1,
+                               progress=parallel.ChunkProgress(lambda: ticks.append(1), 3))
+    assert [v for v, _ in out] == [x * x for x in range(10)] and len(ticks) == 4

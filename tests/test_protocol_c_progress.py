@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from fedanon.crypto.parallel import ChunkProgress
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.parties.config import Limits
@@ -100,9 +101,12 @@ def test_slow_but_advancing_encryption_is_not_cut_off(example, monkeypatch):
     def slow_encrypt(key, bits, ticker):
         original = key.encrypt_counters
 
-        def slow(chunk, workers=None):
-            time.sleep(1.5 * LIMIT_S / max(len(bits), 1))
-            return original(chunk, workers)
+        def slow(real, workers=None, progress=None):
+            def slow_chunk():  # each chunk of one counter takes its share of ~1.5 limits
+                time.sleep(1.5 * LIMIT_S / max(len(bits), 1))
+                progress.tick()
+
+            return original(real, workers, ChunkProgress(slow_chunk, progress.items))
 
         key.encrypt_counters = slow  # this key object belongs to this party's run only
         try:

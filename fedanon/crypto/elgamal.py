@@ -125,10 +125,11 @@ class ElGamalPublicKey:
     def _encrypt_chunk(self, ms: Sequence[int]) -> list[bytes]:
         return [self.encrypt(m) for m in ms]
 
-    def encrypt_many(self, ms: Sequence[int], workers: int | None = None) -> list[bytes]:
+    def encrypt_many(self, ms: Sequence[int], workers: int | None = None,
+                     progress: parallel.ChunkProgress | None = None) -> list[bytes]:
         """Encrypt a batch over all cores (`workers=None`), results in input order."""
         return parallel.map_batches(functools.partial(_encrypt_chunk, self), ms, workers=workers,
-                                    min_parallel=1024)
+                                    min_parallel=1024, progress=progress)
 
     def encrypt_zero_one(self, bits: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
         """Row counters of Protocol C: Enc(1) for real rows, Enc(0) for pseudotuples."""

@@ -194,10 +194,11 @@ class PaillierPublicKey:
     def _encrypt_chunk(self, ms: Sequence[int], fast: bool) -> list[mpz]:
         return [self.encrypt(m, fast) for m in ms]
 
-    def encrypt_many(self, ms: Sequence[int], workers: int | None = None, fast: bool = True) -> list[mpz]:
+    def encrypt_many(self, ms: Sequence[int], workers: int | None = None, fast: bool = True,
+                     progress: parallel.ChunkProgress | None = None) -> list[mpz]:
         """Encrypt a batch over all cores (`workers=None`), results in input order."""
         return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast), ms, workers=workers,
-                                    min_parallel=64)
+                                    min_parallel=64, progress=progress)
 
     def encrypt_zero_one(self, bits: Sequence[bool | int], workers: int | None = None) -> list[mpz]:
         """Row counters of Protocol C: Enc(1) for real rows, Enc(0) for pseudotuples."""
@@ -340,10 +341,11 @@ class PaillierPrivateKey:
         cq = plain % self._qsq * tq.pow(a) % self._qsq
         return cq + self._qsq * ((cp - cq) * self._qsq_inv % self._psq)
 
-    def encrypt_many(self, ms: Sequence[int], workers: int | None = None) -> list[mpz]:
+    def encrypt_many(self, ms: Sequence[int], workers: int | None = None,
+                     progress: parallel.ChunkProgress | None = None) -> list[mpz]:
         """`encrypt` over all cores (`workers=None`), results in input order."""
         return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self), ms, workers=workers,
-                                    min_parallel=64)
+                                    min_parallel=64, progress=progress)
 
     def to_bytes(self) -> bytes:
         """p and q (secret!), length-prefixed, followed by the public key."""

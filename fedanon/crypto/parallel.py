@@ -26,6 +26,7 @@ import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
 from fedanon.errors import FedanonError
@@ -87,18 +88,48 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+@dataclass(frozen=True)
+class ChunkProgress:
+    """Report progress of a long batch: chunks of at most `items` items, `tick()` after each.
+
+    Why: a party encrypting its row counters must tell its waiting peer that the work
+    advances (fedanon.protocols.progress), but cutting the batch into separate calls made
+    every chunk wait for the previous one -- cores idle at each chunk's tail and the next
+    submission. With this, `map_batches` submits every chunk at once and calls `tick` in
+    the calling process as each chunk's results arrive (in input order).
+    """
+
+    tick: Callable[[], None]
+    items: int
+
+
+def _serial(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], progress: ChunkProgress | None) -> list[R]:
+    if progress is None:
+        return list(fn(items))
+    out: list[R] = []
+    for start in range(0, len(items), max(1, progress.items)):
+        out.extend(fn(items[start: start + progress.items]))
+        progress.tick()
+    return out
+
+
 def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, workers: int | None = None,
-                chunk_size: int | None = None, min_parallel: int = DEFAULT_MIN_PARALLEL) -> list[R]:
+                chunk_size: int | None = None, min_parallel: int = DEFAULT_MIN_PARALLEL,
+                progress: ChunkProgress | None = None) -> list[R]:
     """Apply `fn` (a picklable function of a list of items -> list of results) to all items.
 
-    Results are in input order. `fn` must return exactly one result per item.
+    Results are in input order. `fn` must return exactly one result per item. With
+    `progress`, chunks hold at most `progress.items` items and `progress.tick()` runs
+    after each (also when the batch runs in this process).
     """
     n = len(items)
     w = resolve_workers(workers)
     if w == 1 or n < max(min_parallel, 2):
-        return list(fn(items))
+        return _serial(fn, items, progress)
     if chunk_size is None:
         chunk_size = max(1, -(-n // (w * CHUNKS_PER_WORKER)))
+    if progress is not None:
+        chunk_size = max(1, min(chunk_size, progress.items))
     chunks = [items[i: i + chunk_size] for i in range(0, n, chunk_size)]
     try:
         pool = _pool(w)
@@ -107,6 +138,8 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
         for k, f in enumerate(futures):
             try:
                 out.extend(f.result())
+                if progress is not None:
+                    progress.tick()
             except FedanonError as exc:
                 # Item numbers in a worker's message are relative to its chunk: say where it was.
                 start = k * chunk_size
@@ -119,7 +152,7 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
             broken = _pools.pop(w, None)
         if broken is not None:
             broken.shutdown(wait=False, cancel_futures=True)
-        return list(fn(items))
+        return _serial(fn, items, progress)
     if len(out) != n:
         raise RuntimeError(f"batch function returned {len(out)} results for {n} items")
     return out

@@ -48,6 +48,7 @@ from fedanon.crypto.counters import (
 )
 from fedanon.crypto.deterministic import generate_key
 from fedanon.crypto.keyagreement import sign_public_key, verify_public_key
+from fedanon.crypto.parallel import ChunkProgress
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -134,15 +135,13 @@ def counter_owner(tokens: bytes, rows: int, primaries: int) -> np.ndarray:
 
 
 def encrypt_in_chunks(key: CounterPublicKey | CounterPrivateKey, bits: list[bool], ticker: ProgressTicker) -> bytes:
-    """Row counters, encrypted chunk by chunk so that the waiting helper hears of the progress.
+    """Row counters, encrypted in chunks so that the waiting helper hears of the progress.
 
+    Every chunk goes to the crypto pool at once (no core waits at a chunk's end for the next
+    one to be submitted); a marker may follow each chunk as its results arrive, in order.
     The key holder passes its private key: with Paillier it encrypts with the CRT (≈ 1.6x cheaper).
     """
-    out: list[bytes] = []
-    for start in range(0, len(bits), COUNTER_CHUNK):
-        out.extend(key.encrypt_counters(bits[start:start + COUNTER_CHUNK]))
-        ticker.tick()
-    return b"".join(out)
+    return b"".join(key.encrypt_counters(bits, progress=ChunkProgress(ticker.tick, COUNTER_CHUNK)))
 
 
 def _split_counters(blob: bytes, rows: int, what: str) -> list[bytes]:

@@ -255,10 +255,8 @@ def class_products(pairs: Iterable[tuple[int, int]], n_classes: int, nsquare: mp
     """out[j] = product mod n² of the ciphertexts c of the pairs (c, j); 1 (= Enc(0)) if none.
 
     A class's first ciphertext is taken as it is, not multiplied into 1: the result is the
-    same number (ciphertexts are < n²), one modular reduction fewer per class. Why it
-    matters: the helper's roll-ups map a finer node's classes onto a coarser node's, where
-    many classes have one finer class only -- about half of its multiplications (measured
-    on ADULT, see README).
+    same number (ciphertexts are < n²), one multiplication mod n² fewer per non-empty class
+    (the helper's ADULT roll-ups: ~4,200 finer sums into ~110 classes per check, so ~3 %).
     """
     acc: list[mpz | None] = [None] * n_classes
     for c, j in pairs:

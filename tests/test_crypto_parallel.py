@@ -86,3 +86,20 @@ def test_progress_ticks_per_chunk_in_process_too():
     out = parallel.map_batches(functools.partial(_square_with_pid, 0), list(range(10)), workers=1,
                                progress=parallel.ChunkProgress(lambda: ticks.append(1), 3))
     assert [v for v, _ in out] == [x * x for x in range(10)] and len(ticks) == 4
+
+
+def test_a_failing_tick_is_not_taken_for_a_broken_pool(monkeypatch):
+    """A tick's own error (e.g. the transport failing while sending a marker) propagates; it
+    must not be mistaken for a broken pool and the whole batch silently redone in-process."""
+    monkeypatch.setattr(parallel, "_pool", lambda w: _RecordingPool([]))
+    calls = []
+
+    def tick():
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("connection reset while sending a progress marker")
+
+    with pytest.raises(OSError, match="progress marker"):
+        parallel.map_batches(functools.partial(_square_with_pid, 0), list(range(100)), workers=2,
+                             min_parallel=10, progress=parallel.ChunkProgress(tick, 10))
+    assert len(calls) == 1

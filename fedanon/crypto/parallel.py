@@ -113,6 +113,18 @@ def _serial(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], progress: 
     return out
 
 
+def _redo_serially(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], progress: ChunkProgress | None,
+                   w: int, exc: BaseException) -> list[R]:
+    # OSError: the platform cannot start worker processes (e.g. no /dev/shm in a sandbox).
+    _log.warning("crypto worker pool unavailable (%s: missing __main__ guard, killed worker or "
+                 "no process support); redoing %d items serially", type(exc).__name__, len(items))
+    with _lock:
+        broken = _pools.pop(w, None)
+    if broken is not None:
+        broken.shutdown(wait=False, cancel_futures=True)
+    return _serial(fn, items, progress)
+
+
 def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, workers: int | None = None,
                 chunk_size: int | None = None, min_parallel: int = DEFAULT_MIN_PARALLEL,
                 progress: ChunkProgress | None = None) -> list[R]:
@@ -134,25 +146,20 @@ def map_batches(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, wor
     try:
         pool = _pool(w)
         futures = [pool.submit(fn, list(c)) for c in chunks]
-        out: list[R] = []
-        for k, f in enumerate(futures):
-            try:
-                out.extend(f.result())
-                if progress is not None:
-                    progress.tick()
-            except FedanonError as exc:
-                # Item numbers in a worker's message are relative to its chunk: say where it was.
-                start = k * chunk_size
-                raise type(exc)(f"{exc} [in batch items {start}..{min(start + chunk_size, n) - 1}]") from exc
     except (BrokenProcessPool, OSError) as exc:
-        # OSError: the platform cannot start worker processes (e.g. no /dev/shm in a sandbox).
-        _log.warning("crypto worker pool unavailable (%s: missing __main__ guard, killed worker or "
-                     "no process support); redoing %d items serially", type(exc).__name__, n)
-        with _lock:
-            broken = _pools.pop(w, None)
-        if broken is not None:
-            broken.shutdown(wait=False, cancel_futures=True)
-        return _serial(fn, items, progress)
+        return _redo_serially(fn, items, progress, w, exc)
+    out: list[R] = []
+    for k, f in enumerate(futures):
+        try:
+            out.extend(f.result())
+        except FedanonError as exc:
+            # Item numbers in a worker's message are relative to its chunk: say where it was.
+            start = k * chunk_size
+            raise type(exc)(f"{exc} [in batch items {start}..{min(start + chunk_size, n) - 1}]") from exc
+        except (BrokenProcessPool, OSError) as exc:
+            return _redo_serially(fn, items, progress, w, exc)
+        if progress is not None:
+            progress.tick()  # outside the try: its own errors (e.g. a transport's) are not the pool's
     if len(out) != n:
         raise RuntimeError(f"batch function returned {len(out)} results for {n} items")
     return out

@@ -80,6 +80,23 @@ def test_combined_key_is_the_mixed_radix_number_in_the_narrowest_type():
         assert [tuple(r) for r in digits.tolist()] == sorted(set(zip(*[c.tolist() for c in cols])))
 
 
+@pytest.mark.parametrize("n", [8, 14, 15, 50])
+def test_blocked_key_equals_the_mixed_radix_number(monkeypatch, n):
+    """Keys of more than `_BLOCK_ROWS` rows are built block by block (full blocks and a
+    partial last one): same values and type as the plain fold, for every key width,
+    columns of radix 1 skipped (first, middle, all)."""
+    monkeypatch.setattr(grouping, "_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(16)
+    for radices in ([1, 3, 1, 4], [256], [257, 1, 3], [16, 16, 16, 16], [70000, 60000], [1 << 20] * 3, [1, 1]):
+        cols = [rng.integers(0, r, n).astype(np.uint8 if r <= 256 else np.uint32) for r in radices]
+        key, span, exact = combined_key(cols, radices)
+        expected = [0] * n
+        for col, r in zip(cols, radices):
+            expected = [e * r + int(v) for e, v in zip(expected, col.tolist())]
+        assert exact and key.tolist() == expected
+        assert key.dtype == key_dtype(span) and key.shape == (n,)
+
+
 def test_overflowing_key_is_compacted_and_still_groups_correctly():
     rng = np.random.default_rng(7)
     radices = [1 << 20] * 4  # 2^80: does not fit into one int64

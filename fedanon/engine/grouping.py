@@ -102,6 +102,8 @@ def combined_key(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndar
     """
     n = columns[0].shape[0]
     total, exact = key_span(radices)
+    if exact and n > _BLOCK_ROWS:
+        return _blocked_key(columns, radices, total), total, True
     dtype = key_dtype(total) if exact else np.int64
     key: np.ndarray | None = None
     span = 1
@@ -123,6 +125,29 @@ def combined_key(columns: list[np.ndarray], radices: list[int]) -> tuple[np.ndar
     if key is None:
         key = np.zeros(n, dtype=np.uint8)
     return key, span, exact
+
+
+def _blocked_key(columns: list[np.ndarray], radices: list[int], span: int) -> np.ndarray:
+    """The exact mixed-radix key (`combined_key`) built block of rows by block of rows.
+
+    One multiply-add pass per column over the whole key streams it through memory once per
+    column; on millions of rows the key (4 bytes a row) no longer stays in cache between the
+    passes, so building it cost 7x more at 4.8 M rows than at 1.2 M. Per block all passes
+    hit the cache and the cost is linear in the rows. Same values as the unblocked fold.
+    """
+    n = columns[0].shape[0]
+    key = np.empty(n, dtype=key_dtype(span))
+    used = [(col, radix) for col, radix in zip(columns, radices) if radix > 1]
+    if not used:
+        key[:] = 0
+        return key
+    for start in range(0, n, _BLOCK_ROWS):
+        part = key[start:start + _BLOCK_ROWS]
+        part[:] = used[0][0][start:start + _BLOCK_ROWS]
+        for col, radix in used[1:]:
+            np.multiply(part, radix, out=part)
+            np.add(part, col[start:start + _BLOCK_ROWS], out=part, casting="unsafe")
+    return key
 
 
 def mixed_radix_digits(keys: np.ndarray, radices: list[int]) -> np.ndarray:

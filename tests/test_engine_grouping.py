@@ -210,8 +210,22 @@ def test_sizes_only_grouping_equals_reference(monkeypatch, block_rows):
         assert kept.stats.sizes.tolist() == classes.stats.sizes.tolist()
         span = int(np.prod(g._radices(levels)))
         paths.add("block" if span <= grouping._BLOCK_SPAN else
-                  "count" if span <= grouping.counting_span(g.n_rows) else "sort")
+                  "count" if span <= grouping.sizes_counting_span(g.n_rows) else "sort")
     assert paths == {"block", "count", "sort"}
+
+
+@pytest.mark.parametrize("counted_up_to", [0, 1 << 40])
+def test_sizes_only_counting_and_sorting_each_equal_reference(monkeypatch, counted_up_to):
+    """The sizes-only path on every node with the counting/sorting choice forced one way
+    and then the other (the choice depends on span and rows only, so both must agree)."""
+    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 1)
+    monkeypatch.setattr(grouping, "sizes_counting_span", lambda n: counted_up_to)
+    qi, maps, _, _, _ = random_problem(17, 700, sensitive_domains=(), with_subset=False)
+    g = Grouper(qi, maps, {}, {}, None)
+    for levels in all_levels(maps):
+        classes = g.group_rows(levels)
+        assert classes.row_class is None
+        assert_matches(classes, reference_classes(qi, maps, {}, {}, None, levels), {})
 
 
 def test_mixed_radix_digits_invert_the_key_on_random_radices():

@@ -228,6 +228,23 @@ def test_sizes_only_counting_and_sorting_each_equal_reference(monkeypatch, count
         assert_matches(classes, reference_classes(qi, maps, {}, {}, None, levels), {})
 
 
+def test_mixed_radix_digits_of_narrow_and_wide_keys():
+    """Every key type the grouper produces (uint8/16/32, int64 from counting), spans just
+    below and above 2^32 (4-byte and 8-byte arithmetic), the largest keys included."""
+    rng = np.random.default_rng(18)
+    for radices in ([5, 1, 7], [256], [16, 1, 4096], [65536, 65535], [65536, 65536], [1 << 20, 1 << 20, 3]):
+        digits = np.column_stack([rng.integers(0, r, 200) for r in radices]).astype(np.int64)
+        digits[0] = [r - 1 for r in radices]
+        key = np.zeros(200, dtype=np.int64)
+        for col, r in zip(digits.T, radices):
+            key = key * r + col
+        span, _ = grouping.key_span(radices)
+        for keys in ([key, key.astype(key_dtype(span))] if span <= 1 << 32 else [key]):
+            got = grouping.mixed_radix_digits(keys, radices)
+            assert got.dtype == np.int32 and got.flags.c_contiguous
+            assert got.tolist() == digits.tolist()
+
+
 def test_mixed_radix_digits_invert_the_key_on_random_radices():
     rng = np.random.default_rng(15)
     for _ in range(20):

@@ -228,6 +228,27 @@ def test_sizes_only_counting_and_sorting_each_equal_reference(monkeypatch, count
         assert_matches(classes, reference_classes(qi, maps, {}, {}, None, levels), {})
 
 
+@pytest.mark.parametrize("block_rows", [1 << 18, 64])
+def test_sizes_only_sort_leaves_the_cached_columns_alone(monkeypatch, block_rows):
+    """The sort path sorts the key in place: the key must never be a cached column, also
+    not where a single column has a radix above 1 (the key is then that column's values)."""
+    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 1)
+    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(grouping, "sizes_counting_span", lambda n: 0)
+    qi, maps, _, _, _ = random_problem(19, 500, sensitive_domains=(), with_subset=False)
+    tops = [m.shape[0] - 1 for m in maps]
+    g = Grouper(qi, maps, {}, {}, None)
+    for i, m in enumerate(maps):
+        for level in range(m.shape[0] - 1):
+            levels = tuple(level if j == i else top for j, top in enumerate(tops))
+            ref = reference_classes(qi, maps, {}, {}, None, levels)
+            before = {k: c.copy() for k, c in g._columns.items()}
+            assert_matches(g.group_rows(levels), ref, {})
+            assert all(np.array_equal(before[k], g._columns[k]) for k in before)
+            assert_matches(g.group_rows(levels), ref, {})
+            assert g._column(i, level).tolist() == maps[i][level][qi[:, i]].tolist()
+
+
 def test_mixed_radix_digits_of_narrow_and_wide_keys():
     """Every key type the grouper produces (uint8/16/32, int64 from counting), spans just
     below and above 2^32 (4-byte and 8-byte arithmetic), the largest keys included."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from fedanon.engine.checker import Checker, NodeEvaluation
 from fedanon.engine.lattice import Lattice
+from fedanon.engine.threads import one_blas_thread
 
 UNKNOWN, YES, NO, PRUNED = 0, 1, 2, 3
 
@@ -314,6 +315,10 @@ class FlashSearch:
 
     # ------------------------------------------------------------------ driver
     def run(self) -> SearchOutcome:
+        with one_blas_thread():
+            return self._run()
+
+    def _run(self) -> SearchOutcome:
         c = self.checker
         if self.tagging:
             self._phase1()

@@ -37,6 +37,7 @@ import numpy as np
 from fedanon.engine.checker import Checker, NodeEvaluation
 from fedanon.engine.flash import better, tolerance
 from fedanon.engine.lattice import Lattice
+from fedanon.engine.threads import one_blas_thread
 
 #: lattices with more nodes than this are searched heuristically (ARX: 100,000)
 DEFAULT_NODE_BUDGET = 100_000
@@ -201,6 +202,10 @@ class HeuristicSearch:
         return True, self.best_loss
 
     def run(self) -> HeuristicOutcome:
+        with one_blas_thread():
+            return self._run()
+
+    def _run(self) -> HeuristicOutcome:
         start = time.perf_counter()
         self._deadline = math.inf if self.time_limit is None else start + self.time_limit
         self._expanded: set[Levels] = set()

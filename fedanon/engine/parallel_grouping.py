@@ -37,6 +37,7 @@ import numpy as np
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 from fedanon.engine.grouping import Classes, Grouper, group_keys, sum_by_group
+from fedanon.engine.threads import limit_this_process
 from fedanon.errors import InputError
 from fedanon.shm import SharedMemory, attached, create_block, release
 
@@ -170,6 +171,7 @@ def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], s
 
 def _serve(conn: Any, layout: _Layout) -> None:
     """Worker loop: group this partition at each node asked for, reply with codes + stats."""
+    limit_this_process()  # the parallelism is these processes; see fedanon.engine.threads
     try:
         with attached(layout.shm_name) as shm:
             views = _views(shm, layout)

@@ -237,9 +237,7 @@ def group_key(key: np.ndarray, span: int, counting_limit: int | None = None) -> 
         first[inverse] = row_index(n)
         return first, inverse
     order, sorted_key = _sort_with_order(key, span)
-    boundary = np.empty(n, dtype=bool)
-    boundary[0] = True
-    np.not_equal(sorted_key[1:], sorted_key[:-1], out=boundary[1:])
+    boundary = run_starts(sorted_key)
     group_of_sorted = np.cumsum(boundary, dtype=np.int64)
     group_of_sorted -= 1
     inverse = np.empty(n, dtype=np.int64)
@@ -263,6 +261,14 @@ def count_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     dense = np.empty(span, dtype=np.uint32 if keys_present.shape[0] <= 1 << 32 else np.int64)
     dense[keys_present] = row_index(keys_present.shape[0])
     return keys_present, gather(dense, key).astype(np.int64, copy=False)
+
+
+def run_starts(sorted_key: np.ndarray) -> np.ndarray:
+    """Mask of the positions where a run of equal values starts in a sorted, non-empty array."""
+    starts = np.empty(sorted_key.shape[0], dtype=bool)
+    starts[0] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=starts[1:])
+    return starts
 
 
 def _sort_with_order(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
@@ -346,6 +352,14 @@ def _column_index(d: int) -> np.ndarray:
     if index is None:
         index = _COLUMN_INDEX[d] = np.arange(d, dtype=np.int64)
     return index
+
+
+def _accumulate(total: np.ndarray | None, part: np.ndarray) -> np.ndarray:
+    """`part` added into `total` in place; the first part becomes the total (no zeroed array)."""
+    if total is None:
+        return part
+    total += part
+    return total
 
 
 def _rollup_cost(classes: Classes) -> int:
@@ -555,15 +569,11 @@ class Grouper:
             sizes = counts[present]
         else:
             key.sort()
-            ordered = key
-            boundary = np.empty(ordered.shape[0], dtype=bool)
-            boundary[0] = True
-            np.not_equal(ordered[1:], ordered[:-1], out=boundary[1:])
-            starts = np.flatnonzero(boundary)
-            present = ordered[starts]
+            starts = np.flatnonzero(run_starts(key))
+            present = key[starts]
             sizes = np.empty(starts.shape[0], dtype=np.int64)  # run lengths (np.diff with append concatenates)
             np.subtract(starts[1:], starts[:-1], out=sizes[:-1])
-            sizes[-1] = ordered.shape[0] - starts[-1]
+            sizes[-1] = key.shape[0] - starts[-1]
         return Classes(levels, mixed_radix_digits(present, radices), ClassStats(sizes.astype(np.int64, copy=False), {}))
 
     def _count_blocks(self, levels: tuple[int, ...], cols: list[np.ndarray], radices: list[int],
@@ -576,34 +586,23 @@ class Grouper:
         ascending key order as on the sort path; their digits are the class codes.
         """
         n = self.n_rows
-        one_block = n <= _BLOCK_ROWS  # the counts are the first block's (no zeroed sum arrays to add into)
-        counts = None if one_block else np.zeros(span, dtype=np.int64)
-        cells = {a: None if one_block else np.zeros(span * d, dtype=np.int64) for a, d in self.sensitive_sizes.items()}
-        subset = None if self.subset is None or one_block else np.zeros(span, dtype=np.float64)
+        # sums start as the first block's counts (no zeroed arrays to add into); later blocks add in place
+        counts: np.ndarray | None = None
+        cells: dict[str, np.ndarray] = {}
+        subset: np.ndarray | None = None
         for start in range(0, max(n, 1), _BLOCK_ROWS):
             stop = min(n, start + _BLOCK_ROWS)
-            key, _, _ = combined_key([c[start:stop] for c in cols] if not one_block else cols, radices)
-            block_counts = np.bincount(key, minlength=span)
-            if one_block:
-                counts = block_counts
-            else:
-                counts += block_counts
+            key, _, _ = combined_key([c[start:stop] for c in cols], radices)
+            counts = _accumulate(counts, np.bincount(key, minlength=span))
             for attr, scodes in self.sensitive_codes.items():
                 d = self.sensitive_sizes[attr]
                 cell = key.astype(np.int64)
                 np.multiply(cell, d, out=cell)
                 np.add(cell, scodes[start:stop], out=cell)
-                block_cells = np.bincount(cell, minlength=span * d)
-                if one_block:
-                    cells[attr] = block_cells
-                else:
-                    cells[attr] += block_cells
+                cells[attr] = _accumulate(cells.get(attr), np.bincount(cell, minlength=span * d))
             if self.subset is not None:
-                block_subset = np.bincount(key, weights=self.subset[start:stop], minlength=span)
-                if one_block:
-                    subset = block_subset
-                else:
-                    subset += block_subset
+                subset = _accumulate(subset, np.bincount(key, weights=self.subset[start:stop], minlength=span))
+        assert counts is not None  # the loop runs at least once
         present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
         codes = mixed_radix_digits(present, radices)
         hists = {a: c.reshape(span, -1)[present] for a, c in cells.items()}

@@ -338,6 +338,13 @@ def arrow_strings(values: Sequence[str]):  # type: ignore[no-untyped-def]
     return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
+def _empty_strings(n: int):  # type: ignore[no-untyped-def]
+    """n empty strings as a pyarrow string array: zero offsets, no data (no Python object per row)."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.zeros(n + 1, dtype=np.int32)), pa.py_buffer(b"")])
+
+
 # --------------------------------------------------------------------------- writing
 def quote_value(value: str, delimiter: str) -> str:
     """RFC 4180 quoting, only where a reader would otherwise mis-read the value."""
@@ -403,7 +410,7 @@ def _write_quoted_batch(fh, batch: list[np.ndarray], values: list, delimiter: st
     cells = [pc.take(v, arrow_integers(c.astype(np.int64))) for v, c in zip(values, batch)]
     # separators as arrow scalars: a Python str would be converted by a call that imports pandas
     lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, arrow_strings([delimiter])[0])
-    text = pc.binary_join_element_wise(lines, arrow_strings([""] * len(batch[0])), arrow_strings(["\n"])[0])
+    text = pc.binary_join_element_wise(lines, _empty_strings(len(batch[0])), arrow_strings(["\n"])[0])
     fh.write(_contiguous_bytes(text))
 
 

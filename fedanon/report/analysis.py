@@ -15,7 +15,7 @@ from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import InputError
 from fedanon.report.risk import DEFAULT_THRESHOLD, RowClasses, suppressed_rows_mask, table_risk
-from fedanon.report.utility import attribute_utility, distributions, metric_scores
+from fedanon.report.utility import attribute_utility, distributions, metric_scores, suppressed_classes
 
 
 @dataclass
@@ -105,9 +105,7 @@ def _same_subset(held: np.ndarray | None, given: np.ndarray | None) -> bool:
 def _released(classes: Classes, suppressed: np.ndarray) -> RowClasses:
     """Classes of the released rows of a node whose failing classes were suppressed: the others,
     renumbered in their order (the order risk's own grouping of the written output has)."""
-    failing = np.zeros(classes.count, dtype=bool)
-    failing[classes.row_class[suppressed]] = True
-    kept = ~failing
+    kept = ~suppressed_classes(classes, suppressed)
     renumber = np.cumsum(kept) - 1
     return RowClasses(renumber[classes.row_class[~suppressed]], classes.stats.sizes[kept])
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from fedanon.engine.anonymizer import Prepared, prepare
 from fedanon.engine.config import METRICS, AnonymizationConfig
-from fedanon.engine.grouping import Classes
+from fedanon.engine.grouping import Classes, counting_span
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.metrics import build_metric
 from fedanon.engine.result import AnonymizationResult
@@ -31,6 +31,15 @@ def _relative(value: float, low: float, high: float) -> float | None:
     if not np.isfinite([value, low, high]).all() or high == low:
         return None
     return 100.0 * (value - low) / (high - low)
+
+
+def suppressed_classes(classes: Classes, suppressed: np.ndarray) -> np.ndarray:
+    """Mask of the classes (grouped with `row_class`) that hold a suppressed row: the failing
+    classes of a materialized node, since suppression takes whole classes."""
+    failing = np.zeros(classes.count, dtype=bool)
+    if suppressed.any():
+        failing[classes.row_class[suppressed]] = True
+    return failing
 
 
 def metric_scores(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], config: AnonymizationConfig,
@@ -50,10 +59,7 @@ def metric_scores(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], con
     at_bottom = at_bottom if at_bottom is not None else prep.grouper.group_rows(bottom)
     at_top = prep.grouper.group_rows(top)
     at_opt = at_opt if at_opt is not None else prep.grouper.group_rows(levels, keep_rows=True)
-    failing = np.zeros(at_opt.count, dtype=bool)
-    suppressed = np.asarray(result.suppressed, dtype=bool)
-    if suppressed.any():
-        failing[at_opt.row_class[suppressed]] = True
+    failing = suppressed_classes(at_opt, np.asarray(result.suppressed, dtype=bool))
     out: dict[str, Any] = {}
     for name in METRICS:
         metric = build_metric(name, ctx)
@@ -150,7 +156,7 @@ def _smallest_input_behind(out_keys: np.ndarray, out_codes: np.ndarray, in_codes
     """
     d = len(nums)
     span = len(out_keys) * d
-    if span <= max(4 * len(out_codes), 1 << 16):
+    if span <= counting_span(len(out_codes)):
         pair = out_codes.astype(np.int64) * d
         pair += in_codes
         present = np.flatnonzero(np.bincount(pair, minlength=span))

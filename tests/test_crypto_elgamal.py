@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from fedanon.crypto.counters import counter_values
 from fedanon.crypto.elgamal import (
     CIPHERTEXT_BYTES, IDENTITY, CiphertextVector, ElGamalPrivateKey, ElGamalPublicKey, add,
     generate_elgamal_keypair, sum_by_class,
@@ -32,7 +33,7 @@ def test_additive_homomorphism_and_class_sums(sk):
     rng = random.Random(5)
     bits = [rng.randint(0, 1) for _ in range(300)]
     classes = [rng.randrange(9) for _ in range(300)]
-    vec = CiphertextVector(pk.encrypt_zero_one(bits, workers=1))
+    vec = CiphertextVector(pk.encrypt_many(counter_values(bits), workers=1))
     sums = vec.sum_by_class(classes, 10)
     expected = [sum(b for b, c in zip(bits, classes) if c == j) for j in range(10)]
     assert sk.decrypt_many(sums) == expected

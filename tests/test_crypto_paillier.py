@@ -5,6 +5,7 @@ import random
 import phe
 import pytest
 
+from fedanon.crypto.counters import counter_values
 from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
 from fedanon.crypto.paillier import (
     CountPacker, PaillierPrivateKey, PaillierPublicKey, generate_paillier_keypair,
@@ -45,7 +46,7 @@ def test_additive_homomorphism_and_per_class_sums(sk):
     rng = random.Random(3)
     bits = [rng.randint(0, 1) for _ in range(120)]
     classes = [rng.randrange(7) for _ in range(120)]
-    cts = pk.encrypt_zero_one(bits, workers=1)
+    cts = pk.encrypt_many(counter_values(bits), workers=1)
     sums = pk.sum_by_class(cts, classes, 8)
     expected = [sum(b for b, c in zip(bits, classes) if c == j) for j in range(8)]
     assert [sk.decrypt(s) for s in sums] == expected  # class 7 is empty -> 0

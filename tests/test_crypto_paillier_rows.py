@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedanon.crypto import paillier_rows
-from fedanon.crypto.counters import generate_counter_key
+from fedanon.crypto.counters import counter_values, generate_counter_key
 from fedanon.crypto.paillier_rows import SharedPaillierRows
 
 
@@ -20,7 +20,7 @@ def test_sums_over_workers_equal_in_process_sums(key, monkeypatch):
     pk = key.public_key.key
     rng = random.Random(3)
     bits = [rng.random() < 0.7 for _ in range(40)]
-    base = pk.encrypt_zero_one(bits, workers=1)
+    base = pk.encrypt_many(counter_values(bits), workers=1)
     rows = [base[i % 40] for i in range(600)]  # valid ciphertexts; repeats are fine for sums
     truth = [int(bits[i % 40]) for i in range(600)]
     shared = SharedPaillierRows(pk, rows, workers=2)

@@ -131,10 +131,6 @@ class ElGamalPublicKey:
         return parallel.map_batches(functools.partial(_encrypt_chunk, self), ms, workers=workers,
                                     min_parallel=1024, progress=progress)
 
-    def encrypt_zero_one(self, bits: Sequence[bool | int], workers: int | None = None) -> list[bytes]:
-        """Row counters of Protocol C: Enc(1) for real rows, Enc(0) for pseudotuples."""
-        return self.encrypt_many([1 if b else 0 for b in bits], workers=workers)
-
     def rerandomize(self, c: bytes) -> bytes:
         return add(c, self.encrypt(0))
 

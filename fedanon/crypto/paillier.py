@@ -200,10 +200,6 @@ class PaillierPublicKey:
         return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast), ms, workers=workers,
                                     min_parallel=64, progress=progress)
 
-    def encrypt_zero_one(self, bits: Sequence[bool | int], workers: int | None = None) -> list[mpz]:
-        """Row counters of Protocol C: Enc(1) for real rows, Enc(0) for pseudotuples."""
-        return self.encrypt_many([1 if b else 0 for b in bits], workers=workers)
-
     # -- homomorphic operations ---------------------------------------------------------
     def add(self, c1: int, c2: int) -> mpz:
         """Enc(m1) ⊕ Enc(m2) = Enc(m1 + m2 mod n)."""

@@ -172,3 +172,46 @@ def test_public_and_crt_tables_share_one_bounded_cache(sk, monkeypatch):
     paillier._cached_table(("other",), lambda: "x")
     assert list(paillier._table_cache.values())[0] is pk._table() and len(paillier._table_cache) == 2
     assert sk.decrypt(sk.encrypt(5)) == 5 and sk.decrypt(pk.encrypt(6)) == 6
+
+
+def test_every_window_width_gives_the_same_power_and_valid_ciphertexts(sk):
+    """The fixed-base table is exact for every width a batch may pick, including widths that
+    do not divide the 1536-bit exponent (a last, partial window) and the extreme exponents."""
+    from gmpy2 import mpz
+
+    from fedanon.crypto import paillier
+
+    pk = sk.public_key
+    exponents = [0, 1, 2, (1 << pk._rbits) - 1, 1 << (pk._rbits - 1)] + \
+        [random.getrandbits(pk._rbits) for _ in range(3)]
+    for window in range(2, paillier._MAX_WINDOW + 1):
+        table = paillier._FixedBase(pk.hs, pk.nsquare, pk._rbits, window)
+        for a in exponents:
+            assert table.pow(a) == pow(pk.hs, mpz(a), pk.nsquare), (window, a)
+    for window in (3, 7, 9):
+        assert sk.decrypt(pk.encrypt(11, window=window)) == 11
+        assert sk.decrypt(sk.encrypt(12, window=window)) == 12
+
+
+def test_batch_window_fits_the_batch_size():
+    """A few encryptions build a narrow table (cheap to build); a pool worker's share of a
+    table's row counters gets the widest one, which costs fewer multiplications in all."""
+    from fedanon.crypto.paillier import _MAX_WINDOW, window_for
+
+    widths = [window_for(n, 1536) for n in (1, 10, 100, 1_000, 6_300, 100_000)]
+    assert widths == sorted(widths) and widths[0] <= 4 and widths[-1] == _MAX_WINDOW
+    assert window_for(6_300, 1536) == 10
+
+    def mults(n: int, w: int) -> int:  # table build + n exponentiations, as counted in the docstring
+        return -(-1536 // w) * (n + (1 << w) - 2)
+
+    for n in (1, 50, 6_300):
+        assert mults(n, window_for(n, 1536)) == min(mults(n, w) for w in range(2, _MAX_WINDOW + 1))
+
+
+def test_batches_of_any_size_decrypt(sk):
+    """encrypt_many picks its window from the batch: small and large batches, public and CRT."""
+    pk = sk.public_key
+    for values in ([1, 0, 3], [1, 0] * 300):
+        assert [sk.decrypt(c) for c in pk.encrypt_many(values, workers=1)] == values
+        assert [sk.decrypt(c) for c in sk.encrypt_many(values, workers=2)] == values

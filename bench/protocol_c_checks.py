@@ -110,14 +110,15 @@ def main() -> None:
     checker = EncryptedCountChecker(structure, pub, counters, lambda req: box["judge"].answer(req))
     box["judge"] = CountJudge(key, config, checker.setup_request(), workers=None)
     checker.adopt(box["judge"].facts())
-    timed(checker, "_row_sums", "helper sums from rows")
-    timed(checker, "_rolled_sums", "helper roll-up sums")
+    timed(checker.sums, "from_rows", "helper sums from rows")
+    timed(checker.sums, "rolled", "helper roll-up sums")
     timed(pub, "sums_message", "helper packing")
     timed(box["judge"], "answer", "key holder answers")
     load_start = os.getloadavg()
     t0, c0 = time.perf_counter(), cpu()
     outcome = search(structure, checker)
     total = {"wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(cpu() - c0, 2)}
+    checker.close()
     pub.unload(counters.real)
     report = {label: {"wall_s": round(w, 2), "cpu_s": round(c, 2), "calls": n} for label, (w, c, n) in acc.items()}
     report.update({"search": total, "optimum": list(structure.lattice.node_levels(outcome.node)),

@@ -140,7 +140,14 @@ def test_delta_presence_with_subset_counters(adult, elgamal_key):
 
 
 @pytest.mark.slow
-def test_paillier_counts_roll_up_and_pack(adult):
+def test_paillier_counts_roll_up_and_pack(adult, monkeypatch):
+    """Also the bottom node's sums in shared memory (pool workers roll up from them, as on
+    full ADULT), freed by `close`."""
+    from multiprocessing import shared_memory
+
+    from fedanon.crypto import paillier_rows
+
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
     columns, rows, hier = adult
     key = generate_counter_key("paillier")
     cfg = AnonymizationConfig(QIS[:4], k=4, suppression=0.03, metric="loss",
@@ -151,4 +158,13 @@ def test_paillier_counts_roll_up_and_pack(adult):
     assert levels == ref[0]
     assert sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
     assert checker.rollups > 0  # sums were rolled up from finer nodes' encrypted sums
+    assert checker.sums._bottom is not None
+    blocks = [s._block.name for s, _ in checker.sums._bottom[2].values()
+              if isinstance(s, paillier_rows.SharedPaillierRows) and s._block is not None]
+    assert blocks  # the roll-ups from the bottom ran over the pool workers
+    checker.close()
+    checker.close()  # idempotent
+    for name in blocks:
+        with pytest.raises(FileNotFoundError):
+            shared_memory.SharedMemory(name=name)
 

@@ -77,7 +77,16 @@ class CounterPublicKey(ABC):
         """
 
     def unload(self, loaded: object) -> None:
-        """Free what `load` holds beyond memory (Paillier over cores: a shared-memory block)."""
+        """Free what `load` or `share_sums` holds beyond memory (Paillier over cores: a shared-memory block)."""
+
+    def share_sums(self, sums: object, workers: int | None = None) -> object:
+        """`sums` (from `sum_by_class`) in the form `load` gives: for sums that many later
+        `sum_by_class` calls roll up from (the helper's bottom node), so that a scheme can
+        spread those over `workers` cores (None: all). Call `unload` when done with it.
+
+        By default the sums as they are (ElGamal: one combine call per class needs no worker).
+        """
+        return sums
 
     @abstractmethod
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
@@ -167,6 +176,11 @@ class PaillierCounterPublicKey(CounterPublicKey):
     def unload(self, loaded: object) -> None:
         if isinstance(loaded, SharedPaillierRows):
             loaded.close()
+
+    def share_sums(self, sums: object, workers: int | None = None) -> object:
+        if workers == 1 or isinstance(sums, SharedPaillierRows):
+            return sums
+        return SharedPaillierRows(self.key, list(sums), workers)  # type: ignore[call-overload]
 
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
         if isinstance(loaded, SharedPaillierRows):

@@ -31,6 +31,9 @@ MIN_PARALLEL_ROWS = 4096
 
 # worker side: parsed blocks by shared-memory name (a worker serves a few runs at most)
 _parsed: "OrderedDict[str, list[mpz]]" = OrderedDict()
+#: Parsed blocks a worker keeps: one run's row counters and the helper's bottom-node sums,
+#: twice with delta-presence (research-subset counters); more would be parsed anew on use.
+_PARSED_BLOCKS = 4
 
 
 def _rows_of(name: str, count: int, width: int) -> list[mpz]:
@@ -40,7 +43,7 @@ def _rows_of(name: str, count: int, width: int) -> list[mpz]:
             data = bytes(block.buf[: count * width])
         rows = [mpz(int.from_bytes(data[i: i + width], "big")) for i in range(0, len(data), width)]
         _parsed[name] = rows
-        while len(_parsed) > 2:
+        while len(_parsed) > _PARSED_BLOCKS:
             _parsed.popitem(last=False)
     return rows
 

@@ -43,7 +43,6 @@ each tested node in an order it cannot link to class contents, never a cell.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -59,6 +58,7 @@ from fedanon.engine.metrics import MetricContext, build_metric
 from fedanon.errors import InputError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.cellcrypt import random_permutation
+from fedanon.protocols.class_sums import NodeSums, Sums
 from fedanon.protocols.registry import protocol_spec
 
 #: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.
@@ -68,11 +68,6 @@ ENTROPY_METRICS = ("entropy", "nonuniform-entropy", "nonuniform-entropy-monotoni
 #: Of those, the ones whose loss charges suppressed rows by their values (one extra round
 #: per check that suppresses at an anonymous node).
 SUPPRESSION_MARGINAL_METRICS = ("entropy", "nonuniform-entropy")
-
-# How many nodes' encrypted sums the helper keeps for roll-up, and how many class sums in all
-# (Paillier: 768 bytes each, so at most ~120 MB).
-_SUM_CACHE_NODES = 256
-_SUM_CACHE_CLASSES = 150_000
 
 
 def check_supported(config: AnonymizationConfig) -> None:
@@ -128,11 +123,7 @@ class EncryptedCountChecker(Checker):
         self.attributes = sorted(self.grouper.sensitive_codes)
         self.weights = self.config.metric == "loss"
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
-        self._sums: "OrderedDict[tuple[int, ...], dict[str, tuple[object, np.ndarray]]]" = OrderedDict()
-        self._codes: dict[tuple[int, ...], np.ndarray] = {}  # class codes of each node in `_sums`
-        self._cached_classes = 0
-        self.row_sums = 0  # nodes summed from the rows (the rest: rolled up from a finer node's sums)
-        self._bottom_sums: tuple[tuple[int, ...], np.ndarray, dict[str, tuple[object, np.ndarray]]] | None = None
+        self.sums = NodeSums(structure, key, counters.real, counters.subset, self.attributes)
         self._asked: tuple[Classes, np.ndarray] | None = None  # the last request's classes and order
         self.checks = 0
         self.suppression_rounds = 0
@@ -144,7 +135,7 @@ class EncryptedCountChecker(Checker):
         top = tuple(int(h) - 1 for h in self.structure.lattice.heights)
         n = self.structure.table.n_rows
         ids = np.zeros(n, dtype=np.int64)
-        parts = self._row_sums(ids, 1, self._cells(ids, 1))
+        parts = self.sums.from_rows(ids, 1)
         control = {"heights": list(self.structure.lattice.heights), "metric": self.config.metric,
                    "sensitive": {a: int(self.grouper.sensitive_sizes[a]) for a in self.attributes},
                    "top": list(top)}
@@ -187,140 +178,18 @@ class EncryptedCountChecker(Checker):
     def rollups(self) -> int:  # type: ignore[override]
         return self.grouper.rollups
 
-    # -- sums ----------------------------------------------------------------------------
-    def _cells(self, row_class: np.ndarray, n_classes: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per sensitive attribute: (cell id per row, helper-side rows per cell)."""
-        out = {}
-        for attr in self.attributes:
-            d = self.grouper.sensitive_sizes[attr]
-            ids = row_class * d + self.grouper.sensitive_codes[attr]
-            out[attr] = (ids, np.bincount(ids, minlength=n_classes * d))
-        return out
+    @property
+    def row_sums(self) -> int:
+        """Nodes whose sums came from the row counters (the rest were rolled up)."""
+        return self.sums.row_sums
 
-    def _row_sums(self, row_class: np.ndarray, n_classes: int,
-                  cells: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[object, np.ndarray]]:
-        """Encrypted sums from the row counters: name -> (sums, helper-side upper bounds)."""
-        out: dict[str, tuple[object, np.ndarray]] = {}
-        sizes = np.bincount(row_class, minlength=n_classes)
-        ids = row_class.tolist()
-        if not self.attributes:
-            out["sizes"] = (self.key.sum_by_class(self.counters.real, ids, n_classes), sizes)
-        for attr, (cell_ids, bounds) in cells.items():
-            out[f"hist/{attr}"] = (self.key.sum_by_class(self.counters.real, cell_ids.tolist(), len(bounds)), bounds)
-        if self.counters.subset is not None:
-            out["subset"] = (self.key.sum_by_class(self.counters.subset, ids, n_classes), sizes)
-        return out
+    def close(self) -> None:
+        """Free what the checker shares beyond memory (the bottom node's sums); idempotent."""
+        self.sums.close()
 
-    def _rolled_sums(self, classes: Classes, base: dict[str, tuple[object, np.ndarray]]
-                     ) -> dict[str, tuple[object, np.ndarray]]:
-        """Encrypted sums of a coarser node from a finer node's sums and the class mapping.
-
-        The upper bounds (helper-side rows per sum, pseudotuples included) roll up alongside.
-        """
-        mapping = np.asarray(classes.mapping, dtype=np.int64)
-        n = classes.count
-        out: dict[str, tuple[object, np.ndarray]] = {}
-        for name, (sums, bounds) in base.items():
-            if name.startswith("hist/"):
-                d = self.grouper.sensitive_sizes[name.split("/", 1)[1]]
-                ids = (mapping[:, None] * d + np.arange(d, dtype=np.int64)).ravel()
-                size = n * d
-            else:
-                ids, size = mapping, n
-            out[name] = (self.key.sum_by_class(sums, ids.tolist(), size),
-                         np.bincount(ids, weights=bounds, minlength=size).astype(np.int64))
-        return out
-
-    def _finest_cached_below(self, levels: tuple[int, ...]) -> tuple[int, ...] | None:
-        """The cached node with the fewest classes that `levels` generalizes (levels <= componentwise)."""
-        best, best_count = None, None
-        for node, codes in self._codes.items():
-            if node != levels and all(a <= b for a, b in zip(node, levels)):
-                if best_count is None or codes.shape[0] < best_count:
-                    best, best_count = node, codes.shape[0]
-        return best
-
-    def _mapping_from(self, source: tuple[int, ...], codes: np.ndarray, classes: Classes) -> np.ndarray | None:
-        """For each class (`codes`) of the finer node `source`: its class at `classes.levels` (None: no match)."""
-        target = np.asarray(classes.codes, dtype=np.int64)
-        mapped = np.empty(codes.shape, dtype=np.int64)
-        sizes = []
-        for i, (lo, hi) in enumerate(zip(source, classes.levels)):
-            cm = np.asarray(self.structure.code_maps[i], dtype=np.int64)
-            up = np.zeros(len(self.structure.level_dicts[i][lo]), dtype=np.int64)
-            up[cm[lo]] = cm[hi]  # a hierarchy: each level-lo value has one level-hi parent
-            mapped[:, i] = up[codes[:, i]]
-            sizes.append(len(self.structure.level_dicts[i][hi]))
-        if float(np.prod(np.asarray(sizes, dtype=np.float64))) >= 2.0 ** 62:
-            return None
-        keys = np.ravel_multi_index(tuple(target.T), sizes)
-        order = np.argsort(keys)
-        want = np.ravel_multi_index(tuple(mapped.T), sizes)
-        at = np.searchsorted(keys, want, sorter=order)
-        at = np.minimum(at, len(keys) - 1)
-        found = order[at]
-        if not np.array_equal(keys[found], want):
-            return None
-        return found
-
-    def _rolled_from(self, source: tuple[int, ...], codes: np.ndarray, base: dict[str, tuple[object, np.ndarray]],
-                     classes: Classes) -> dict[str, tuple[object, np.ndarray]] | None:
-        mapping = self._mapping_from(source, codes, classes)
-        if mapping is None:
-            return None
-        return self._rolled_sums(Classes(classes.levels, classes.codes, classes.stats, rolled_from=source,
-                                         mapping=mapping), base)
-
-    def _bottom(self) -> tuple[tuple[int, ...], np.ndarray, dict[str, tuple[object, np.ndarray]]]:
-        """The bottom node's classes and sums (one per distinct QI combination: on ADULT 22,900 with
-        pseudotuples, against 37,700 rows), summed from the rows once."""
-        if self._bottom_sums is None:
-            bottom = tuple(0 for _ in self.structure.code_maps)
-            grouped = self.grouper.group_rows(bottom, keep_rows=True)
-            row_class = np.asarray(grouped.row_class, dtype=np.int64)
-            sums = self._row_sums(row_class, grouped.count, self._cells(row_class, grouped.count))
-            self.row_sums += 1
-            self._bottom_sums = (bottom, np.asarray(grouped.codes), sums)
-        return self._bottom_sums
-
-    def _remember(self, levels: tuple[int, ...], classes: Classes, sums: dict[str, tuple[object, np.ndarray]]) -> None:
-        if levels in self._sums or classes.count > _SUM_CACHE_CLASSES // 4:
-            return
-        self._sums[levels] = sums
-        self._codes[levels] = np.asarray(classes.codes)
-        self._cached_classes += classes.count
-        while len(self._sums) > _SUM_CACHE_NODES or self._cached_classes > _SUM_CACHE_CLASSES:
-            old, _ = self._sums.popitem(last=False)
-            self._cached_classes -= self._codes.pop(old).shape[0]
-
-    def _node_sums(self, levels: tuple[int, ...]) -> tuple[Classes, dict[str, tuple[object, np.ndarray]]]:
-        """Encrypted sums of a node: rolled up from the grouper's finer node, else from the cached
-        node with the fewest classes that this one generalizes, else (rarely) from the rows.
-
-        Summing from the rows costs one homomorphic addition per row (37,700 on ADULT); a roll-up
-        one per class of the finer node.
-        """
+    def _node_sums(self, levels: tuple[int, ...]) -> tuple[Classes, Sums]:
         classes, rolled = self.grouper.classes(levels, keep_rows=True)
-        base = self._sums.get(classes.rolled_from) if classes.rolled_from is not None else None
-        sums = None
-        if rolled and base is not None and classes.mapping is not None:
-            sums = self._rolled_sums(classes, base)
-        else:
-            source = self._finest_cached_below(levels)
-            if source is not None:
-                sums = self._rolled_from(source, self._codes[source], self._sums[source], classes)
-            elif any(levels):  # no finer node cached: roll up from the bottom node's sums, kept for good
-                bottom, codes, base = self._bottom()
-                sums = self._rolled_from(bottom, codes, base, classes)
-        if sums is None:
-            row_class = classes.row_class
-            if row_class is None:  # a stored snapshot without our sums: group the rows once more
-                row_class = self.grouper.group_rows(levels, keep_rows=True).row_class
-            sums = self._row_sums(np.asarray(row_class, dtype=np.int64), classes.count,
-                                  self._cells(np.asarray(row_class, dtype=np.int64), classes.count))
-            self.row_sums += 1
-        self._remember(levels, classes, sums)
-        return classes, sums
+        return classes, self.sums.node(classes, rolled)
 
     # -- the check -------------------------------------------------------------------------
     def request(self, levels: tuple[int, ...]) -> bytes:

@@ -504,6 +504,7 @@ class _Helper(HelperRole):
             table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)
             for p in self.primaries:
                 send_control(transport, p, "c/integrated", Verdict(ok=True))
+        checker: EncryptedCountChecker | None = None
         try:
             with timer.phase("anonymize"):
                 try:
@@ -544,7 +545,9 @@ class _Helper(HelperRole):
                 for p in self.primaries:
                     if p != self.key_holder:
                         send_control(transport, p, "c/done", Verdict(ok=True, report=report))
-        finally:  # e.g. the shared-memory block of the Paillier counters
+        finally:  # e.g. the shared-memory blocks of the Paillier counters and bottom sums
+            if checker is not None:
+                checker.close()
             counter_key.unload(counters.real)
             if counters.subset is not None:
                 counter_key.unload(counters.subset)

@@ -1,0 +1,113 @@
+"""The helper's encrypted per-class sums (Protocol C) decrypt to the true per-class counts for
+every node, whichever source they were rolled up from: cached finer nodes, hubs or the bottom.
+
+The truth is counted here from the plaintext grouping of the padded rows and the real-row
+flags (numpy), not from the roll-up code under test. ElGamal keeps it fast; the Paillier
+roll-ups over pool workers are covered in test_counted_checks.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedanon
+from fedanon.crypto.counters import generate_counter_key
+from fedanon.engine import AnonymizationConfig, EncodedTable, read_table_csv
+from fedanon.engine.anonymizer import prepare_structure
+from fedanon.engine.config import LDiversity
+from fedanon.engine.hierarchy import Hierarchy
+from fedanon.protocols import class_sums
+from fedanon.protocols.class_sums import NodeSums
+from fedanon.protocols.pseudotuples import resample_rows
+
+ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+QIS = ["sex", "age", "race", "marital-status", "education", "workclass"]
+
+
+@pytest.fixture(scope="module")
+def padded():
+    columns, rows = read_table_csv(ADULT / "adult.csv")
+    rng = np.random.default_rng(7)
+    rows = [rows[i] for i in sorted(rng.choice(len(rows), size=900, replace=False).tolist())]
+    fakes = resample_rows(rows, len(rows) // 4, rng=rng)
+    real = np.r_[np.ones(len(rows), bool), np.zeros(len(fakes), bool)]
+    order = rng.permutation(len(rows) + len(fakes))
+    table = EncodedTable.from_rows(columns, [(rows + fakes)[i] for i in order])
+    hier = {a: Hierarchy.read_csv(ADULT / f"adult_hierarchy_{a}.csv", a) for a in QIS + ["occupation"]}
+    return table, hier, real[order]
+
+
+def _truth(structure, levels, codes: np.ndarray, real: np.ndarray, attr: str | None):
+    """Real rows per class of `codes` (and per (class, sensitive code) cell), from the rows."""
+    grouped = structure.grouper.group_rows(levels, keep_rows=True)
+    key_of = {tuple(c): j for j, c in enumerate(np.asarray(grouped.codes).tolist())}
+    at = np.array([key_of[tuple(c)] for c in np.asarray(codes).tolist()])  # grouped class of each asked class
+    row_class = np.asarray(grouped.row_class, dtype=np.int64)
+    sizes = np.bincount(row_class, weights=real, minlength=grouped.count).astype(int)[at]
+    if attr is None:
+        return sizes, None
+    d = structure.grouper.sensitive_sizes[attr]
+    cells = np.bincount(row_class * d + structure.grouper.sensitive_codes[attr], weights=real,
+                        minlength=grouped.count * d).astype(int).reshape(grouped.count, d)[at]
+    return sizes, cells.ravel()
+
+
+@pytest.mark.parametrize("attr", [None, "occupation"])
+def test_every_node_sums_to_the_true_counts_via_any_source(padded, attr, monkeypatch):
+    table, hier, real = padded
+    config = AnonymizationConfig(QIS, k=2) if attr is None else \
+        AnonymizationConfig(QIS, k=2, l_diversity=LDiversity("distinct", 2, attr))
+    structure = prepare_structure(table, hier, config, require_subset=False)
+    key = generate_counter_key("elgamal")
+    pub = key.public_key
+    attributes = [] if attr is None else [attr]
+    sums = NodeSums(structure, pub, pub.load(pub.encrypt_counters(real.tolist())), None, attributes)
+    rng = np.random.default_rng(1)
+    lattice = structure.lattice
+    visited = [lattice.node_levels(int(n)) for n in rng.permutation(lattice.size)[:70]]
+    for levels in visited:
+        classes, rolled = structure.grouper.classes(levels, keep_rows=True)
+        got = sums.node(classes, rolled)
+        sizes, cells = _truth(structure, levels, classes.codes, real, attr)
+        name = "sizes" if attr is None else f"hist/{attr}"
+        encrypted, bounds = got[name]
+        want = sizes if attr is None else cells
+        decrypted = key.decrypt_class_counts(pub.sums_message(encrypted, bounds.tolist()), len(want))
+        assert decrypted == want.tolist(), levels
+        assert (np.asarray(bounds) >= want).all()  # the bounds count pseudotuples too
+    assert sums.row_sums == 1  # only the bottom node was summed from the rows
+    assert sums.hubs > 0  # some path heads went through a hub
+    sums.close()
+
+
+def test_a_hub_saves_roll_up_work(padded, monkeypatch):
+    """The multiplications hubs save are real: the same nodes cost fewer homomorphic
+    additions with hubs than with every path head rolled up from the bottom."""
+    table, hier, real = padded
+    pub = generate_counter_key("elgamal").public_key
+    loaded = pub.load(pub.encrypt_counters(real.tolist()))
+    lattice = prepare_structure(table, hier, AnonymizationConfig(QIS, k=2), require_subset=False).lattice
+    rng = np.random.default_rng(2)
+    nodes = [lattice.node_levels(int(n)) for n in rng.permutation(lattice.size)[:60]]
+
+    def additions(hub_share: float) -> int:
+        monkeypatch.setattr(class_sums, "HUB_SHARE", hub_share)
+        structure = prepare_structure(table, hier, AnonymizationConfig(QIS, k=2), require_subset=False)
+        sums = NodeSums(structure, pub, loaded, None, [])
+        counted = []
+        inner = sums.rolled
+
+        def rolled(mapping, n, base):
+            counted.append(len(mapping))
+            return inner(mapping, n, base)
+
+        sums.rolled = rolled  # type: ignore[method-assign]
+        for levels in nodes:
+            sums.node(*structure.grouper.classes(levels, keep_rows=True))
+        return sum(counted)
+
+    without, with_hubs = additions(0.0), additions(0.6)
+    assert with_hubs < without

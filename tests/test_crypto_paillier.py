@@ -63,9 +63,9 @@ def test_parallel_encrypt_and_decrypt_keep_order(sk):
 def test_packing_round_trip_at_slot_boundaries(sk):
     pk = sk.public_key
     packer = CountPacker(pk, max_count=30162)
-    assert packer.slot_bits == 15 and packer.slots == 3071 // 15
+    assert packer.slot_bits == 15 and packer.slots == 1535 // 15  # half a plaintext: below both factors
     top = (1 << 15) - 1
-    counts = [0, top, 1, 0, top] * 50 + [top]  # 251 counts: two packed ciphertexts
+    counts = [0, top, 1, 0, top] * 20 + [top] * 3  # 103 counts: two packed ciphertexts
     sums = pk.encrypt_many(counts, workers=1)
     packed = packer.pack(sums, upper_bounds=[top] * len(counts))
     assert len(packed) == 2
@@ -215,3 +215,24 @@ def test_batches_of_any_size_decrypt(sk):
     for values in ([1, 0, 3], [1, 0] * 300):
         assert [sk.decrypt(c) for c in pk.encrypt_many(values, workers=1)] == values
         assert [sk.decrypt(c) for c in sk.encrypt_many(values, workers=2)] == values
+
+
+def test_small_decryption_is_exact_below_the_bound_and_only_there(sk):
+    """`decrypt_small` (one half-size exponentiation) equals `decrypt` for every plaintext below
+    2^small_plaintext_bits -- the largest packed value included -- and is wrong, not lucky,
+    for a plaintext above the larger factor: which is why packing stays below the bound."""
+    pk = sk.public_key
+    bound = 1 << pk.small_plaintext_bits
+    assert pk.small_plaintext_bits == 1535 and bound < max(sk.p, sk.q)
+    for m in (0, 1, 2, 30162, bound - 1, bound // 3, random.getrandbits(pk.small_plaintext_bits)):
+        c = pk.encrypt(m)
+        assert sk.decrypt_small(c) == m == sk.decrypt(c)
+    big = int(max(sk.p, sk.q)) + 5
+    assert sk.decrypt_small(pk.encrypt(big)) == 5  # reduced mod the larger factor
+    assert sk.decrypt_many([pk.encrypt(7), pk.encrypt(bound - 1)], workers=1, small=True) == [7, bound - 1]
+    with pytest.raises(DecryptionError):
+        sk.decrypt_small(0)
+    packer = CountPacker(pk, max_count=1)  # 1-bit slots: every bit of the packed half is used
+    ones = [1] * packer.slots
+    assert packer.pack_plain(ones) == [bound - 1]
+    assert packer.unpack(sk, packer.pack(pk.encrypt_many(ones, workers=1)), len(ones)) == ones

@@ -9,12 +9,12 @@ bytes they can put on the wire:
    turns its grouping into one message with the encrypted class sizes — `class_sums`;
 3. the key holder decrypts that message into the class sizes — `decrypt_class_counts`;
 4. finally the key holder learns which output rows are real — `decrypt_counters` (for
-   Paillier packed locally, so ~37,700 ADULT counters cost ~25 decryptions, not 37,700).
+   Paillier packed locally, so ~37,700 ADULT counters cost ~50 half-size decryptions, not 37,700).
 
 With Paillier the message is packed: the slot width is the bit length of the largest
 class (in rows, pseudotuples included — the helper knows this and it bounds the true
-count), so one 3072-bit ciphertext carries ~190-3000 class sizes and an overflow is
-impossible by construction. With ElGamal each class is one 66-byte ciphertext, decrypted
+count), so one 3072-bit ciphertext carries ~95-1500 class sizes in its lower half (decrypted
+with one half-size exponentiation) and an overflow is impossible by construction. With ElGamal each class is one 66-byte ciphertext, decrypted
 by a table lookup. Message: magic(1) | scheme-specific header | ciphertexts. Besides the
 class sizes the key holder learns only the bit length of the largest class (pseudotuples
 included). Permuting the classes before calling `class_sums` is the protocol's job.
@@ -36,7 +36,7 @@ DEFAULT_COUNTER_SCHEME = "paillier"
 #: Text the CLI can show for the counter-cipher option.
 COUNTER_HELP = (
     "homomorphic counter cipher of Protocol C: 'paillier' (default, the dissertation's "
-    "choice; 3072-bit, class sizes packed ~190 per ciphertext) or 'elgamal' (exponential "
+    "choice; 3072-bit, class sizes packed ~95 per ciphertext) or 'elgamal' (exponential "
     "ElGamal on secp256k1, same ~128-bit security, encryption ~30-60x faster, 66-byte ciphertexts)"
 )
 _TAG = {"paillier": 0x50, "elgamal": 0x45}
@@ -232,9 +232,9 @@ class PaillierCounterPrivateKey(CounterPrivateKey):
 
     def decrypt_counters(self, ciphertexts: Sequence[bytes], workers: int | None = None) -> list[int]:
         # The dissertation decrypts every row counter (r + r_p Paillier decryptions). The key
-        # holder can instead pack them itself — Horner with 2-bit slots, ~1,500 counters per
-        # ciphertext — and decrypt ~1/1500 as many; 2 bits (not 1) so that a counter of 2 or 3
-        # is caught instead of silently carrying into its neighbour.
+        # holder can instead pack them itself — Horner with 2-bit slots, ~760 counters per
+        # ciphertext — and decrypt ~1/760 as many, each at half cost; 2 bits (not 1) so that
+        # a counter of 2 or 3 is caught instead of silently carrying into its neighbour.
         pk = self.key.public_key
         cts = pk.ciphertexts_from_bytes(b"".join(ciphertexts))
         if not cts:

@@ -13,10 +13,11 @@ attacks both, at a 3072-bit modulus (≈ 128-bit security):
   ~k/16 modular multiplications. The classic r^n with a full random r stays available
   (`fast=False`), and is what `phe` does.
 * The key holder decrypts with the CRT (two half-size exponentiations).
-* `CountPacker` packs ~190 class counts (16-bit slots) into one ciphertext with Horner's
+* `CountPacker` packs ~95 class counts (16-bit slots) into one ciphertext with Horner's
   scheme over fixed-width slots, computed homomorphically by the helper, so the key holder
-  decrypts one ciphertext per ~190 classes instead of one per class. Overflowing a slot
-  would silently corrupt neighbouring counts, so it is refused up front.
+  decrypts one ciphertext per ~95 classes instead of one per class, with half the work
+  (the packed value stays below both factors). Overflowing a slot would silently corrupt
+  neighbouring counts, so it is refused up front.
 """
 
 from __future__ import annotations
@@ -186,6 +187,11 @@ class PaillierPublicKey:
     def max_plaintext(self) -> int:
         return int(self.n) - 1
 
+    @property
+    def small_plaintext_bits(self) -> int:
+        """Plaintexts below 2^this decrypt with one half-size exponentiation (`decrypt_small`)."""
+        return self.bits // 2 - 1
+
     # -- encryption ---------------------------------------------------------------------
     def _table(self, window: int = _WINDOW) -> _FixedBase:
         return _cached_table(("n", int(self.n), int(self.hs), window),
@@ -293,6 +299,10 @@ def _decrypt_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[int]:
     return [sk.decrypt(c) for c in cs]
 
 
+def _decrypt_small_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[int]:
+    return [sk.decrypt_small(c) for c in cs]
+
+
 def _encrypt_crt_chunk(sk: "PaillierPrivateKey", window: int, ms: Sequence[int]) -> list[mpz]:
     return [sk.encrypt(m, window) for m in ms]
 
@@ -300,7 +310,7 @@ def _encrypt_crt_chunk(sk: "PaillierPrivateKey", window: int, ms: Sequence[int])
 class PaillierPrivateKey:
     """The key holder's half: decrypts with the CRT."""
 
-    __slots__ = ("public_key", "p", "q", "_psq", "_qsq", "_hp", "_hq", "_qinv", "_qsq_inv")
+    __slots__ = ("public_key", "p", "q", "_psq", "_qsq", "_hp", "_hq", "_qinv", "_qsq_inv", "_big")
 
     def __init__(self, public_key: PaillierPublicKey, p: int, q: int) -> None:
         p, q = mpz(p), mpz(q)
@@ -314,6 +324,8 @@ class PaillierPrivateKey:
         self._hq = gmpy2.invert(self._l(gmpy2.powmod(g, q - 1, self._qsq), q), q)
         self._qinv = gmpy2.invert(q, p)
         self._qsq_inv = gmpy2.invert(self._qsq, self._psq)
+        # the larger factor, its square and its L-inverse: `decrypt_small` works modulo it alone
+        self._big = (p, self._psq, self._hp) if p > q else (q, self._qsq, self._hq)
 
     @staticmethod
     def _l(x: mpz, d: mpz) -> mpz:
@@ -329,8 +341,25 @@ class PaillierPrivateKey:
         mq = self._l(gmpy2.powmod(c % self._qsq, q - 1, self._qsq), q) * self._hq % q
         return int(mq + q * ((mp - mq) * self._qinv % p))
 
-    def decrypt_many(self, cs: Sequence[int], workers: int | None = None) -> list[int]:
-        return parallel.map_batches(functools.partial(_decrypt_chunk, self), cs, workers=workers, min_parallel=64)
+    def decrypt_small(self, c: int) -> int:
+        """The plaintext of `c` if it is below 2^(|n|/2 − 1) (`PaillierPublicKey.small_plaintext_bits`):
+        m mod r for the larger factor r, one half-size exponentiation instead of the CRT's two.
+
+        Why correct: r ≥ √n > 2^((|n|−1)/2), so such an m equals m mod r. Why: Protocol C's key
+        holder decrypts one packed ciphertext per check; most checks' counts fit half a
+        plaintext (`CountPacker`), so each costs half. A larger plaintext comes out reduced
+        mod r -- wrong, not an error -- hence only for values packed below that bound.
+        """
+        c = mpz(c)
+        if not 0 < c < self.public_key.nsquare:
+            raise DecryptionError("Paillier ciphertext is out of range")
+        r, rsq, h = self._big
+        return int(self._l(gmpy2.powmod(c % rsq, r - 1, rsq), r) * h % r)
+
+    def decrypt_many(self, cs: Sequence[int], workers: int | None = None, small: bool = False) -> list[int]:
+        """`decrypt` (or, with `small`, `decrypt_small`) over all cores (`workers=None`), in order."""
+        chunk = _decrypt_small_chunk if small else _decrypt_chunk
+        return parallel.map_batches(functools.partial(chunk, self), cs, workers=workers, min_parallel=64)
 
     # -- encryption with the factors -----------------------------------------------------
     def _crt_tables(self, window: int) -> tuple[_FixedBase, _FixedBase]:
@@ -433,6 +462,13 @@ class CountPacker:
     The helper computes Enc(c_0·2^{w(k-1)} + … + c_{k-1}) = (((E_0)^{2^w}·E_1)^{2^w}…)·E_{k-1}
     homomorphically; the key holder decrypts that one ciphertext and splits it into the k
     counts. `max_count` bounds every count (e.g. the number of rows); it fixes w.
+
+    A block fills only `small_plaintext_bits` (1,535 of 3,072 bits): the key holder then
+    decrypts it with one half-size exponentiation (`decrypt_small`, ≈ 4.7 ms instead of
+    9.5). Per count the helper's Horner work and the key holder's decryption work stay as
+    with full blocks; a node with fewer classes than a full block holds (most checks) costs
+    the key holder half, for ciphertext bytes that at most double (one 768-byte ciphertext
+    per ~95 classes).
     """
 
     __slots__ = ("public_key", "max_count", "slot_bits", "slots", "_mask")
@@ -443,10 +479,11 @@ class CountPacker:
         self.public_key = public_key
         self.max_count = int(max_count)
         self.slot_bits = self.max_count.bit_length()
-        # Leave the top bit of n free so the packed value is always < n.
-        self.slots = (public_key.bits - 1) // self.slot_bits
+        # below 2^small_plaintext_bits: the packed value is < every factor of n (decrypt_small)
+        self.slots = public_key.small_plaintext_bits // self.slot_bits
         if self.slots < 1:
-            raise SlotOverflowError(f"a count of {max_count} does not fit into a {public_key.bits}-bit plaintext")
+            raise SlotOverflowError(f"a count of {max_count} does not fit into a "
+                                    f"{public_key.small_plaintext_bits}-bit packed plaintext")
         self._mask = (1 << self.slot_bits) - 1
 
     def _check(self, upper_bounds: Sequence[int] | None, n: int) -> None:
@@ -481,7 +518,7 @@ class CountPacker:
         expected = -(-count // self.slots)
         if len(packed) != expected:
             raise DecryptionError(f"{len(packed)} packed ciphertexts for {count} counts; expected {expected}")
-        plains = private_key.decrypt_many(packed, workers=workers)
+        plains = private_key.decrypt_many(packed, workers=workers, small=True)
         return self.unpack_plain(plains, count)
 
     def unpack_plain(self, plains: Sequence[int], count: int) -> list[int]:

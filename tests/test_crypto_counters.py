@@ -118,7 +118,9 @@ def test_key_holder_counters_take_the_public_path_but_encrypt_with_the_crt(key, 
         return real_crt(self, ms, workers=workers, **kwargs)
 
     monkeypatch.setattr(paillier.PaillierPrivateKey, "encrypt_many", spy)
-    a = paillier._randbits(1536)
-    monkeypatch.setattr(paillier, "_randbits", lambda bits_, a=a: a)
+    from fedanon.crypto import fixedbase
+
+    fixed = fixedbase.random_exponents(1, 1536)  # the same exponent for every counter, on both paths
+    monkeypatch.setattr(fixedbase, "random_exponents", lambda count, bits_: fixed.repeat(count, axis=0))
     assert key.encrypt_counters(bits, workers=1) == key.public_key.encrypt_counters(bits, workers=1)
     assert crt_calls == [[1, 0, 1, 0, 1]]

@@ -2,6 +2,8 @@
 
 import random
 
+import numpy as np
+
 import phe
 import pytest
 
@@ -128,10 +130,10 @@ def test_plain_packing_round_trips_for_any_counts(sk, data, max_count):
 
 
 def test_fixed_base_table_matches_plain_exponentiation(sk):
-    from fedanon.crypto.paillier import _FixedBase, _randbits
+    from fedanon.crypto.paillier import _randbits
 
     pk = sk.public_key
-    table = _FixedBase(pk.hs, pk.nsquare, 1536)
+    table = pk._table()
     for a in (0, 1, 63, 64, (1 << 1536) - 1, int(_randbits(1536)), int(_randbits(1536))):
         assert table.pow(a) == pow(int(pk.hs), a, int(pk.nsquare))
 
@@ -174,43 +176,49 @@ def test_public_and_crt_tables_share_one_bounded_cache(sk, monkeypatch):
     assert sk.decrypt(sk.encrypt(5)) == 5 and sk.decrypt(pk.encrypt(6)) == 6
 
 
-def test_every_window_width_gives_the_same_power_and_valid_ciphertexts(sk):
-    """The fixed-base table is exact for every width a batch may pick, including widths that
-    do not divide the 1536-bit exponent (a last, partial window) and the extreme exponents."""
+def test_every_comb_shape_gives_the_plain_power(sk):
+    """The comb is exact for every shape a batch may pick: rows that do not divide the
+    exponent (a partial last row), blocks that do not divide the columns, one row or one
+    block, and the extreme exponents; column patterns from bytes match the integer's bits."""
     from gmpy2 import mpz
 
-    from fedanon.crypto import paillier
+    from fedanon.crypto import fixedbase
 
     pk = sk.public_key
     exponents = [0, 1, 2, (1 << pk._rbits) - 1, 1 << (pk._rbits - 1)] + \
         [random.getrandbits(pk._rbits) for _ in range(3)]
-    for window in range(2, paillier._MAX_WINDOW + 1):
-        table = paillier._FixedBase(pk.hs, pk.nsquare, pk._rbits, window)
-        for a in exponents:
-            assert table.pow(a) == pow(pk.hs, mpz(a), pk.nsquare), (window, a)
-    for window in (3, 7, 9):
-        assert sk.decrypt(pk.encrypt(11, window=window)) == 11
-        assert sk.decrypt(sk.encrypt(12, window=window)) == 12
+    raw = np.array([list(e.to_bytes(192, "big")) for e in exponents], dtype=np.uint8)
+    for rows, blocks in [(1, 1), (2, 7), (5, 3), (7, 4), (8, 4), (11, 8), (13, 8), (16, 1)]:
+        shape = fixedbase.CombShape(pk._rbits, rows, blocks)
+        comb = fixedbase.Comb(pk.hs, pk.nsquare, shape)
+        patterns = fixedbase.column_patterns(raw, shape).tolist()
+        for e, u in zip(exponents, patterns):
+            want = pow(pk.hs, mpz(e), pk.nsquare)
+            assert comb.pow(e) == want and comb.pow_patterns(u) == want, (rows, blocks, e)
+    with pytest.raises(ValueError):
+        fixedbase.Comb(pk.hs, pk.nsquare, fixedbase.CombShape(8, 2, 1)).pow(256)
+    odd = fixedbase.random_exponents(50, 13)  # exponents of a bit length that is no whole byte
+    assert (odd[:, 0] < 1 << 5).all()
 
 
-def test_batch_window_fits_the_batch_size():
-    """A few encryptions build a narrow table (cheap to build); a pool worker's share of a
-    table's row counters gets the widest one, which costs fewer multiplications in all."""
-    from fedanon.crypto.paillier import _MAX_WINDOW, window_for
+def test_batch_comb_fits_the_batch_size():
+    """A few encryptions get a small table (cheap to build); a pool worker's share of a
+    table's row counters the largest allowed, which costs fewer multiplications in all."""
+    from fedanon.crypto import fixedbase
 
-    widths = [window_for(n, 1536) for n in (1, 10, 100, 1_000, 6_300, 100_000)]
-    assert widths == sorted(widths) and widths[0] <= 4 and widths[-1] == _MAX_WINDOW
-    assert window_for(6_300, 1536) == 10
-
-    def mults(n: int, w: int) -> int:  # table build + n exponentiations, as counted in the docstring
-        return -(-1536 // w) * (n + (1 << w) - 2)
-
+    shapes = [fixedbase.shape_for(n, 1536) for n in (1, 10, 100, 1_000, 6_300, 100_000)]
+    entries = [s.entries for s in shapes]
+    assert entries == sorted(entries) and entries[0] <= 256 and entries[-1] <= fixedbase.MAX_ENTRIES
+    worker = fixedbase.shape_for(6_300, 1536)
+    assert worker.columns + worker.block_columns < 1536 // 10  # fewer steps than 10-bit windows
     for n in (1, 50, 6_300):
-        assert mults(n, window_for(n, 1536)) == min(mults(n, w) for w in range(2, _MAX_WINDOW + 1))
+        best = fixedbase.shape_for(n, 1536)
+        assert all(best.cost(n) <= fixedbase.CombShape(1536, r, v).cost(n) for r in range(1, 17) for v in (1, 2, 4, 8)
+                   if fixedbase.CombShape(1536, r, v).entries <= fixedbase.MAX_ENTRIES)
 
 
 def test_batches_of_any_size_decrypt(sk):
-    """encrypt_many picks its window from the batch: small and large batches, public and CRT."""
+    """encrypt_many picks its comb from the batch: small and large batches, public and CRT."""
     pk = sk.public_key
     for values in ([1, 0, 3], [1, 0] * 300):
         assert [sk.decrypt(c) for c in pk.encrypt_many(values, workers=1)] == values

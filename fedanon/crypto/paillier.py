@@ -9,9 +9,9 @@ attacks both, at a 3072-bit modulus (≈ 128-bit security):
 * g = n + 1, so g^m = 1 + m·n mod n² (no exponentiation for the message part).
 * Randomizers (the expensive r^n mod n²) use the Damgård-Jurik-Nielsen form h_s^a with
   h_s = (-x²)^n mod n² published with the public key and a of ⌈k/2⌉ bits (k = |n|), as in
-  DJN's paper and the ABY framework; a fixed-base window table turns each randomizer into
-  ~k/16 modular multiplications. The classic r^n with a full random r stays available
-  (`fast=False`), and is what `phe` does.
+  DJN's paper and the ABY framework; a fixed-base comb table (`fixedbase.Comb`, sized per
+  batch) turns each randomizer into ~k/26 modular multiplications plus a few squarings. The
+  classic r^n with a full random r stays available (`fast=False`), and is what `phe` does.
 * The key holder decrypts with the CRT (two half-size exponentiations).
 * `CountPacker` packs ~95 class counts (16-bit slots) into one ciphertext with Horner's
   scheme over fixed-width slots, computed homomorphically by the helper, so the key holder
@@ -30,37 +30,13 @@ from typing import Callable, Iterable, Sequence, TypeVar
 import gmpy2
 from gmpy2 import mpz
 
-from fedanon.crypto import parallel
+from fedanon.crypto import fixedbase, parallel
 from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
 
 T = TypeVar("T")
 
 DEFAULT_BITS = 3072
 MIN_BITS = 3072
-#: Fixed-base window width for DJN randomizers of single `encrypt` calls: 2^w table entries
-#: per window. w = 8 costs ⌈1536/8⌉ = 192 multiplications mod n² per randomizer (w = 6: 256)
-#: for a table of 192 × 256 ciphertext-size numbers (≈ 40 MB per process, built in ≈ 0.5 s on
-#: first use); measured ≈ 1.4x faster encryption than w = 6 (CPU time, same key, same exponents).
-_WINDOW = 8
-#: Widest window a batch may choose (`window_for`): w = 10 is a ≈ 120 MB table (the CRT pair
-#: ≈ 60 MB) built in ≈ 1.6 s; w = 11 would double that for 10 % fewer multiplications.
-_MAX_WINDOW = 10
-
-
-def window_for(count: int, exp_bits: int) -> int:
-    """The window width that makes `count` fixed-base exponentiations cheapest, table included.
-
-    Why: one width cannot fit all batches. The table costs ⌈b/w⌉·(2^w − 2) multiplications
-    to build and each exponentiation ⌈b/w⌉, so a few encryptions want a narrow table and
-    a pool worker's ~6,300 ADULT row counters want w = 10 (measured at 3072 bits: 12.5 CPU-s
-    against 13.7 with w = 8, building included; CRT halves: 8.8 against 9.5).
-    """
-    def cost(w: int) -> int:
-        return -(-exp_bits // w) * (max(count, 1) + (1 << w) - 2)
-
-    return min(range(2, _MAX_WINDOW + 1), key=cost)
-
-
 def _randbits(bits: int) -> mpz:
     return mpz(int.from_bytes(os.urandom((bits + 7) // 8), "big") >> (-bits % 8))
 
@@ -80,39 +56,10 @@ def _random_unit(n: mpz) -> mpz:
             return r
 
 
-class _FixedBase:
-    """Table of h^(j·2^(w·i)) mod m so that h^a costs one multiplication per w bits of a."""
-
-    __slots__ = ("rows", "mod", "mask", "w")
-
-    def __init__(self, h: mpz, mod: mpz, exp_bits: int, w: int = _WINDOW) -> None:
-        self.mod, self.w, self.mask = mod, w, (1 << w) - 1
-        self.rows: list[list[mpz]] = []
-        base = h
-        for _ in range(-(-exp_bits // w)):
-            row = [mpz(1), base]
-            for _ in range(2, 1 << w):
-                row.append(row[-1] * base % mod)
-            self.rows.append(row)
-            base = row[-1] * base % mod
-        # `base` after the last row is unused.
-
-    def pow(self, a: int) -> mpz:
-        acc, mod, mask, w = mpz(1), self.mod, self.mask, self.w
-        for row in self.rows:
-            if not a:
-                break
-            d = a & mask
-            if d:
-                acc = acc * row[d] % mod
-            a >>= w
-        return acc
-
-
 #: Fixed-base tables by what they are built from, least recently used first.
 _table_cache: "OrderedDict[tuple, object]" = OrderedDict()
-#: Tables kept per process. Why a bound: a table costs ≈ 40 MB (a CRT pair ≈ 20 MB) and a
-#: pool worker outlives runs and keys; why not 1: a process that encrypts under a party's key
+#: Tables kept per process. Why a bound: a batch's table costs up to ≈ 50 MB (a CRT pair the
+#: same) and a pool worker outlives runs and keys; why not 1: a process that encrypts under a party's key
 #: and, as key holder, with its own factors uses two tables at once (tests: a few keys more).
 _TABLE_CACHE_SIZE = 4
 
@@ -193,14 +140,18 @@ class PaillierPublicKey:
         return self.bits // 2 - 1
 
     # -- encryption ---------------------------------------------------------------------
-    def _table(self, window: int = _WINDOW) -> _FixedBase:
-        return _cached_table(("n", int(self.n), int(self.hs), window),
-                             lambda: _FixedBase(self.hs, self.nsquare, self._rbits, window))
+    def _table(self, shape: fixedbase.CombShape | None = None) -> fixedbase.Comb:
+        shape = shape or self._single_shape()
+        return _cached_table(("n", int(self.n), int(self.hs), shape),
+                             lambda: fixedbase.Comb(self.hs, self.nsquare, shape))
 
-    def randomizer(self, fast: bool = True, window: int = _WINDOW) -> mpz:
-        """A fresh r^n mod n²-type factor (DJN fixed-base with `window`-bit digits if available and `fast`)."""
+    def _single_shape(self) -> fixedbase.CombShape:
+        return fixedbase.CombShape(self._rbits, fixedbase.DEFAULT_SHAPE_ROWS, fixedbase.DEFAULT_SHAPE_BLOCKS)
+
+    def randomizer(self, fast: bool = True) -> mpz:
+        """A fresh r^n mod n²-type factor (DJN fixed-base if available and `fast`)."""
         if fast and self.hs is not None:
-            return self._table(window).pow(_randbits(self._rbits))
+            return self._table().pow(_randbits(self._rbits))
         return gmpy2.powmod(_random_unit(self.n), self.n, self.nsquare)
 
     def _check_plain(self, m: int) -> mpz:
@@ -209,17 +160,25 @@ class PaillierPublicKey:
             raise SlotOverflowError(f"Paillier plaintext must be in [0, n); got a {m.bit_length()}-bit value")
         return m
 
-    def encrypt(self, m: int, fast: bool = True, window: int = _WINDOW) -> mpz:
+    def encrypt(self, m: int, fast: bool = True) -> mpz:
         """Enc(m) = (1 + m·n) · randomizer mod n²."""
         m = self._check_plain(m)
-        return (1 + m * self.n) % self.nsquare * self.randomizer(fast, window) % self.nsquare
+        return (1 + m * self.n) % self.nsquare * self.randomizer(fast) % self.nsquare
+
+    def _encrypt_chunk(self, ms: Sequence[int], fast: bool, shape: fixedbase.CombShape) -> list[mpz]:
+        if not fast or self.hs is None:
+            return [self.encrypt(m, fast) for m in ms]
+        plains = [self._check_plain(m) for m in ms]
+        table, n, n2 = self._table(shape), self.n, self.nsquare
+        patterns = fixedbase.column_patterns(fixedbase.random_exponents(len(plains), self._rbits), shape).tolist()
+        return [(1 + m * n) % n2 * table.pow_patterns(u) % n2 for m, u in zip(plains, patterns)]
 
     def encrypt_many(self, ms: Sequence[int], workers: int | None = None, fast: bool = True,
                      progress: parallel.ChunkProgress | None = None) -> list[mpz]:
-        """Encrypt a batch over all cores (`workers=None`), results in input order; the table's
-        window fits what each worker encrypts (`window_for`)."""
-        window = window_for(_per_worker(len(ms), workers), self._rbits)
-        return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast, window), ms, workers=workers,
+        """Encrypt a batch over all cores (`workers=None`), results in input order; the comb
+        table fits what each worker encrypts (`fixedbase.shape_for`)."""
+        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self._rbits)
+        return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast, shape), ms, workers=workers,
                                     min_parallel=64, progress=progress)
 
     # -- homomorphic operations ---------------------------------------------------------
@@ -291,8 +250,8 @@ def _per_worker(count: int, workers: int | None) -> int:
     return count if w == 1 or count < 64 else -(-count // w)
 
 
-def _encrypt_chunk(pk: PaillierPublicKey, fast: bool, window: int, ms: Sequence[int]) -> list[mpz]:
-    return [pk.encrypt(m, fast, window) for m in ms]
+def _encrypt_chunk(pk: PaillierPublicKey, fast: bool, shape: fixedbase.CombShape, ms: Sequence[int]) -> list[mpz]:
+    return pk._encrypt_chunk(ms, fast, shape)
 
 
 def _decrypt_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[int]:
@@ -303,8 +262,8 @@ def _decrypt_small_chunk(sk: "PaillierPrivateKey", cs: Sequence[int]) -> list[in
     return [sk.decrypt_small(c) for c in cs]
 
 
-def _encrypt_crt_chunk(sk: "PaillierPrivateKey", window: int, ms: Sequence[int]) -> list[mpz]:
-    return [sk.encrypt(m, window) for m in ms]
+def _encrypt_crt_chunk(sk: "PaillierPrivateKey", shape: fixedbase.CombShape, ms: Sequence[int]) -> list[mpz]:
+    return sk._encrypt_chunk(ms, shape)
 
 
 class PaillierPrivateKey:
@@ -362,13 +321,19 @@ class PaillierPrivateKey:
         return parallel.map_batches(functools.partial(chunk, self), cs, workers=workers, min_parallel=64)
 
     # -- encryption with the factors -----------------------------------------------------
-    def _crt_tables(self, window: int) -> tuple[_FixedBase, _FixedBase]:
+    def _crt_tables(self, shape: fixedbase.CombShape | None = None) -> tuple[fixedbase.Comb, fixedbase.Comb]:
         pk = self.public_key
-        return _cached_table(("pq", int(self.p), int(self.q), int(pk.hs), window),
-                             lambda: (_FixedBase(pk.hs % self._psq, self._psq, pk._rbits, window),
-                                      _FixedBase(pk.hs % self._qsq, self._qsq, pk._rbits, window)))
+        shape = shape or pk._single_shape()
+        return _cached_table(("pq", int(self.p), int(self.q), int(pk.hs), shape),
+                             lambda: (fixedbase.Comb(pk.hs % self._psq, self._psq, shape),
+                                      fixedbase.Comb(pk.hs % self._qsq, self._qsq, shape)))
 
-    def encrypt(self, m: int, window: int = _WINDOW) -> mpz:
+    def _crt_combine(self, plain: mpz, rp: mpz, rq: mpz) -> mpz:
+        cp = plain % self._psq * rp % self._psq
+        cq = plain % self._qsq * rq % self._qsq
+        return cq + self._qsq * ((cp - cq) * self._qsq_inv % self._psq)
+
+    def encrypt(self, m: int) -> mpz:
         """The same ciphertext distribution as `PaillierPublicKey.encrypt` (DJN: (1 + m·n)·h_s^a mod n²,
         a uniform of ⌈|n|/2⌉ bits), computed mod p² and mod q² and recombined (CRT).
 
@@ -380,19 +345,26 @@ class PaillierPrivateKey:
         if pk.hs is None:
             return pk.encrypt(m)
         m = pk._check_plain(m)
-        tp, tq = self._crt_tables(window)
+        tp, tq = self._crt_tables()
         a = _randbits(pk._rbits)
-        plain = 1 + m * pk.n
-        cp = plain % self._psq * tp.pow(a) % self._psq
-        cq = plain % self._qsq * tq.pow(a) % self._qsq
-        return cq + self._qsq * ((cp - cq) * self._qsq_inv % self._psq)
+        return self._crt_combine(1 + m * pk.n, tp.pow(a), tq.pow(a))
+
+    def _encrypt_chunk(self, ms: Sequence[int], shape: fixedbase.CombShape) -> list[mpz]:
+        pk = self.public_key
+        if pk.hs is None:
+            return [pk.encrypt(m) for m in ms]
+        plains = [pk._check_plain(m) for m in ms]
+        tp, tq = self._crt_tables(shape)
+        patterns = fixedbase.column_patterns(fixedbase.random_exponents(len(plains), pk._rbits), shape).tolist()
+        return [self._crt_combine(1 + m * pk.n, tp.pow_patterns(u), tq.pow_patterns(u))
+                for m, u in zip(plains, patterns)]
 
     def encrypt_many(self, ms: Sequence[int], workers: int | None = None,
                      progress: parallel.ChunkProgress | None = None) -> list[mpz]:
-        """`encrypt` over all cores (`workers=None`), results in input order, with the window
-        that fits each worker's share (`window_for`)."""
-        window = window_for(_per_worker(len(ms), workers), self.public_key._rbits)
-        return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self, window), ms, workers=workers,
+        """`encrypt` over all cores (`workers=None`), results in input order, with the comb
+        that fits each worker's share (`fixedbase.shape_for`)."""
+        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self.public_key._rbits)
+        return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self, shape), ms, workers=workers,
                                     min_parallel=64, progress=progress)
 
     def to_bytes(self) -> bytes:

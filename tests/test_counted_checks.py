@@ -146,6 +146,7 @@ def test_paillier_counts_roll_up_and_pack(adult, monkeypatch):
     from multiprocessing import shared_memory
 
     from fedanon.crypto import paillier_rows
+    from fedanon.protocols import class_sums
 
     monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
     columns, rows, hier = adult
@@ -167,4 +168,10 @@ def test_paillier_counts_roll_up_and_pack(adult, monkeypatch):
     for name in blocks:
         with pytest.raises(FileNotFoundError):
             shared_memory.SharedMemory(name=name)
+    # beyond the share limit the bottom sums stay in the helper's process (memory bound)
+    monkeypatch.setattr(class_sums, "SHARE_LIMIT", 4)
+    levels, loss, out, checker = _run(columns, small, hier, cfg, key)
+    assert levels == ref[0] and sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
+    assert not any(isinstance(s, paillier_rows.SharedPaillierRows) for s, _ in checker.sums.bottom()[2].values())
+    checker.close()
 

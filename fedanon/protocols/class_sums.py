@@ -11,8 +11,8 @@ A node with no finer node cached (the first node of a path of the search, on ADU
 140 checks at k = 5) would roll up from the bottom node: one multiplication per distinct QI
 combination (~20,600 on padded ADULT), ~95 % of all roll-up multiplications. Two measures:
 
-* the bottom's sums are shared with the crypto pool (`CounterPublicKey.share_sums`), so
-  those roll-ups run over all cores;
+* the bottom's sums are shared with the crypto pool (`CounterPublicKey.share_sums`, up to
+  `SHARE_LIMIT` sums per name), so those roll-ups run over all cores;
 * *hubs*: such a node first rolls the bottom up to a hub below it -- the node itself with
   all but one or two of its generalized attributes back at level 0, the one with the
   fewest classes, if it has at most `HUB_SHARE` of the bottom's -- and then itself from
@@ -51,6 +51,11 @@ HUB_SHARE = 0.6
 HUB_ATTRIBUTES = 2
 #: Mixed-radix keys of class codes must stay below this (int64); above it no roll-up is tried.
 _KEY_LIMIT = 2.0 ** 62
+#: The bottom node's sums go to the crypto pool only up to this many per name: shared, they
+#: cost a shared-memory copy plus one parsed copy per pool worker (Paillier: ≈ 768 bytes
+#: each, so ≈ 0.3 GB apiece here). ADULT's bottom: ~20,600 sizes, or ~290,000 cells of a
+#: 14-value sensitive histogram; beyond the limit they roll up in the helper's process.
+SHARE_LIMIT = 400_000
 
 
 class NodeSums:
@@ -164,7 +169,8 @@ class NodeSums:
             grouped = self.grouper.group_rows(bottom, keep_rows=True)
             sums = self.from_rows(np.asarray(grouped.row_class, dtype=np.int64), grouped.count)
             self.row_sums += 1
-            shared = {name: (self.key.share_sums(s, workers=None), bounds) for name, (s, bounds) in sums.items()}
+            shared = {name: (self.key.share_sums(s, workers=None) if len(bounds) <= SHARE_LIMIT else s, bounds)
+                      for name, (s, bounds) in sums.items()}
             self._bottom = (bottom, np.asarray(grouped.codes), shared)
         return self._bottom
 

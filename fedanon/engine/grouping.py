@@ -474,8 +474,11 @@ class Grouper:
                 self._column_bytes += col.nbytes
         return col
 
-    def _level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
-        """Code at level `src` -> code at level `dst` (well defined: hierarchy is monotone)."""
+    def level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
+        """Code at level `src` -> code at level `dst` (well defined: hierarchy is monotone).
+
+        Public because class codes are lifted outside the grouper too (Protocol C's helper maps
+        its cached nodes' classes onto coarser ones: `protocols.class_sums`)."""
         key = (qi, src, dst)
         m = self._level_maps.get(key)
         if m is None:
@@ -486,11 +489,11 @@ class Grouper:
         return m
 
     def _narrow_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
-        """`_level_map` in the narrowest unsigned type of the destination codes."""
+        """`level_map` in the narrowest unsigned type of the destination codes."""
         key = (qi, src, dst, "narrow")
         m = self._level_maps.get(key)
         if m is None:
-            m = self._level_map(qi, src, dst).astype(self._narrow_maps[qi].dtype)
+            m = self.level_map(qi, src, dst).astype(self._narrow_maps[qi].dtype)
             self._level_maps[key] = m
         return m
 
@@ -498,11 +501,11 @@ class Grouper:
         return [self.level_sizes[i][l] for i, l in enumerate(levels)]
 
     def _float_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
-        """`_level_map` as float64 (gathered straight into the roll-up's float code matrix)."""
+        """`level_map` as float64 (gathered straight into the roll-up's float code matrix)."""
         key = (qi, src, dst, "float")
         m = self._level_maps.get(key)
         if m is None:
-            m = self._level_maps[key] = self._level_map(qi, src, dst).astype(np.float64)
+            m = self._level_maps[key] = self.level_map(qi, src, dst).astype(np.float64)
         return m
 
     def _strides(self, radices: list[int]) -> np.ndarray:
@@ -640,13 +643,13 @@ class Grouper:
         else:
             cols = [base.codes[:, i] for i in range(self.n_qis)]
             for i, src, dst in changed:
-                cols[i] = self._level_map(i, src, dst)[cols[i]]
+                cols[i] = self.level_map(i, src, dst)[cols[i]]
             first, inverse = group_keys(cols, radices)
         n_classes = first.shape[0]
         # one gather of whole rows, then the generalized columns mapped on the kept rows only
         codes = np.take(base.codes, first, axis=0)
         for i, src, dst in changed:
-            codes[:, i] = self._level_map(i, src, dst)[codes[:, i]]
+            codes[:, i] = self.level_map(i, src, dst)[codes[:, i]]
         st = base.stats
         if n_classes == base.count:
             # nothing merged: the statistics are just reordered

@@ -75,8 +75,7 @@ class NodeSums:
         self.row_sums = 0  # nodes summed from the rows (the rest: rolled up from a finer node's sums)
         self.hubs = 0
         self._bottom: tuple[tuple[int, ...], np.ndarray, Sums] | None = None
-        self._hub_counts: dict[tuple[int, ...], int] = {}
-        self._lifted: dict[tuple[int, int], np.ndarray] = {}  # (QI, level) -> bottom codes at that level
+        self._hub_counts: dict[tuple[int, ...], int | None] = {}
 
     # -- from the rows ---------------------------------------------------------------------
     def cells(self, row_class: np.ndarray, n_classes: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -118,31 +117,25 @@ class NodeSums:
                          np.bincount(ids, weights=bounds, minlength=size).astype(np.int64))
         return out
 
-    def _lift(self, source: tuple[int, ...], codes: np.ndarray, levels: tuple[int, ...]
-              ) -> tuple[np.ndarray, list[int]] | None:
-        """Codes of `source`'s classes generalized to `levels` (>= source), and the domain sizes
-        there; None if their mixed-radix keys would not fit int64."""
-        lifted = np.empty(codes.shape, dtype=np.int64)
-        sizes = []
-        for i, (lo, hi) in enumerate(zip(source, levels)):
-            cm = np.asarray(self.structure.code_maps[i], dtype=np.int64)
-            up = np.zeros(len(self.structure.level_dicts[i][lo]), dtype=np.int64)
-            up[cm[lo]] = cm[hi]  # a hierarchy: each level-lo value has one level-hi parent
-            lifted[:, i] = up[codes[:, i]]
-            sizes.append(len(self.structure.level_dicts[i][hi]))
+    def _keys_at(self, source: tuple[int, ...], codes: np.ndarray, levels: tuple[int, ...]
+                 ) -> tuple[np.ndarray, list[int]] | None:
+        """Mixed-radix keys of `source`'s classes (`codes`) generalized to `levels` (>= source),
+        and the domain sizes there; None if such keys would not fit int64."""
+        sizes = [self.grouper.level_sizes[i][hi] for i, hi in enumerate(levels)]
         if float(np.prod(np.asarray(sizes, dtype=np.float64))) >= _KEY_LIMIT:
             return None
-        return lifted, sizes
+        lifted = tuple(self.grouper.level_map(i, lo, hi)[codes[:, i]].astype(np.int64)
+                       for i, (lo, hi) in enumerate(zip(source, levels)))
+        return np.ravel_multi_index(lifted, sizes), sizes
 
     def _mapping(self, source: tuple[int, ...], codes: np.ndarray, classes: Classes) -> np.ndarray | None:
         """For each class (`codes`) of the finer node `source`: its class in `classes` (None: no match)."""
-        lift = self._lift(source, codes, classes.levels)
+        lift = self._keys_at(source, codes, classes.levels)
         if lift is None:
             return None
-        lifted, sizes = lift
+        want, sizes = lift
         keys = np.ravel_multi_index(tuple(np.asarray(classes.codes, dtype=np.int64).T), sizes)
         order = np.argsort(keys)
-        want = np.ravel_multi_index(tuple(lifted.T), sizes)
         at = np.minimum(np.searchsorted(keys, want, sorter=order), len(keys) - 1)
         found = order[at]
         if not np.array_equal(keys[found], want):
@@ -174,26 +167,16 @@ class NodeSums:
             self._bottom = (bottom, np.asarray(grouped.codes), shared)
         return self._bottom
 
-    def _hub_count(self, hub: tuple[int, ...], bottom_codes: np.ndarray) -> int:
-        count = self._hub_counts.get(hub)
-        if count is None:
-            keys = np.zeros(bottom_codes.shape[0], dtype=np.int64)
-            for i, level in enumerate(hub):
-                column = self._lifted.get((i, level))
-                if column is None:
-                    cm = np.asarray(self.structure.code_maps[i], dtype=np.int64)
-                    up = np.zeros(len(self.structure.level_dicts[i][0]), dtype=np.int64)
-                    up[cm[0]] = cm[level]
-                    column = self._lifted[(i, level)] = up[bottom_codes[:, i]]
-                keys = keys * len(self.structure.level_dicts[i][level]) + column
-            count = self._hub_counts[hub] = int(np.unique(keys).size)
-        return count
+    def _hub_count(self, hub: tuple[int, ...], bottom: tuple[int, ...], bottom_codes: np.ndarray) -> int | None:
+        """Classes of the candidate hub (from the bottom's codes; None: keys would not fit)."""
+        if hub not in self._hub_counts:
+            lift = self._keys_at(bottom, bottom_codes, hub)
+            self._hub_counts[hub] = None if lift is None else int(np.unique(lift[0]).size)
+        return self._hub_counts[hub]
 
-    def _hub_below(self, levels: tuple[int, ...], bottom_codes: np.ndarray) -> tuple[int, ...] | None:
+    def _hub_below(self, levels: tuple[int, ...], bottom: tuple[int, ...], bottom_codes: np.ndarray
+                   ) -> tuple[int, ...] | None:
         """The hub for a node with no finer node cached: see the module docstring."""
-        sizes = [len(self.structure.level_dicts[i][0]) for i in range(len(levels))]
-        if float(np.prod(np.asarray(sizes, dtype=np.float64))) >= _KEY_LIMIT:
-            return None
         generalized = [i for i, level in enumerate(levels) if level]
         best, best_count = None, HUB_SHARE * bottom_codes.shape[0]
         for r in range(1, HUB_ATTRIBUTES + 1):
@@ -201,21 +184,18 @@ class NodeSums:
                 hub = tuple(level if i in keep else 0 for i, level in enumerate(levels))
                 if hub == levels or hub in self._sums:
                     continue
-                count = self._hub_count(hub, bottom_codes)
-                if count <= best_count:
+                count = self._hub_count(hub, bottom, bottom_codes)
+                if count is not None and count <= best_count:
                     best, best_count = hub, count
         return best
 
     def _via_hub(self, levels: tuple[int, ...], classes: Classes) -> Sums | None:
         bottom, codes, base = self.bottom()
-        hub = self._hub_below(levels, codes)
+        hub = self._hub_below(levels, bottom, codes)
         if hub is None:
             return None
-        lift = self._lift(bottom, codes, hub)
-        if lift is None:
-            return None
-        lifted, sizes = lift
-        keys, mapping = np.unique(np.ravel_multi_index(tuple(lifted.T), sizes), return_inverse=True)
+        bottom_keys, sizes = self._keys_at(bottom, codes, hub)  # type: ignore[misc]  # fits: _hub_count counted it
+        keys, mapping = np.unique(bottom_keys, return_inverse=True)
         hub_codes = np.stack(np.unravel_index(keys, sizes), axis=1).astype(np.int32)
         hub_sums = self.rolled(mapping.ravel(), len(keys), base)
         self.hubs += 1

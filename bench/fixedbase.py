@@ -107,7 +107,8 @@ def main() -> int:
         build = time.process_time() - t
         power_s = best_cpu(lambda: [table.pow(e) for e in exponents]) / args.sample
         assert table.pow(exponents[0]) == gmpy2.powmod(pk.hs, exponents[0], pk.nsquare)
-        add(f"windows w={w}", build, power_s, len(table.rows) * (1 << w), f"{len(table.rows)} multiplications per power")
+        add(f"windows w={w}", build, power_s, len(table.rows) * (1 << w),
+            f"{len(table.rows)} multiplications per power")
         del table
     few = exponents[: max(1, args.sample // 10)]
     power_s = best_cpu(lambda: [gmpy2.powmod(pk.hs, e, pk.nsquare) for e in few]) / len(few)
@@ -118,7 +119,8 @@ def main() -> int:
     print(f"# fixed-base exponentiation, Paillier-3072 DJN randomizers, {bits}-bit exponents, one core "
           f"(CPython {platform.python_version()}, load average {load[0]:.2f})")
     print(f"# {args.count:,} powers (projected from a sample of {args.sample:,}, best of 3), CPU seconds\n")
-    print(f"{'method':<14}{'build s':>9}{'ms/power':>10}{'powers/s':>10}{'table MB':>10}{'total s':>9}{'vs w=10':>9}  note")
+    print(f"{'method':<14}{'build s':>9}{'ms/power':>10}{'powers/s':>10}{'table MB':>10}{'total s':>9}"
+          f"{'vs w=10':>9}  note")
     for r in rows:
         r["vs_windows_w10"] = round(r["total_s"] / reference, 3)
         print(f"{r['method']:<14}{r['build_s']:>9.2f}{r['per_power_ms']:>10.3f}{r['powers_per_cpu_s']:>10.0f}"

@@ -14,10 +14,10 @@ bytes they can put on the wire:
 With Paillier the message is packed: the slot width is the bit length of the largest
 class (in rows, pseudotuples included — the helper knows this and it bounds the true
 count), so one 3072-bit ciphertext carries ~95-1500 class sizes in its lower half (decrypted
-with one half-size exponentiation) and an overflow is impossible by construction. With ElGamal each class is one 66-byte ciphertext, decrypted
-by a table lookup. Message: magic(1) | scheme-specific header | ciphertexts. Besides the
-class sizes the key holder learns only the bit length of the largest class (pseudotuples
-included). Permuting the classes before calling `class_sums` is the protocol's job.
+with one half-size exponentiation) and an overflow is impossible by construction. With
+ElGamal each class is one 66-byte ciphertext, decrypted by a table lookup. Message:
+magic(1) | scheme-specific header | ciphertexts. Besides the class sizes the key holder
+learns only the bit length of the largest class (pseudotuples included). Permuting the classes before calling `class_sums` is the protocol's job.
 """
 
 from __future__ import annotations

@@ -105,6 +105,11 @@ def column_patterns(raw: np.ndarray, shape: CombShape) -> np.ndarray:
     return (padded.reshape(count, shape.rows, shape.columns) * weights).sum(axis=1, dtype=np.uint32)
 
 
+def random_patterns(count: int, shape: CombShape) -> list[list[int]]:
+    """Column patterns of `count` fresh uniform exponents of `shape.exp_bits` bits."""
+    return column_patterns(random_exponents(count, shape.exp_bits), shape).tolist()
+
+
 class Comb:
     """The comb table of one base modulo one modulus; `pow_patterns` is the hot loop."""
 

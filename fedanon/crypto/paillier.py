@@ -37,6 +37,10 @@ T = TypeVar("T")
 
 DEFAULT_BITS = 3072
 MIN_BITS = 3072
+#: Batches below this many items run in the calling process (`parallel.map_batches`).
+_MIN_PARALLEL = 64
+
+
 def _randbits(bits: int) -> mpz:
     return mpz(int.from_bytes(os.urandom((bits + 7) // 8), "big") >> (-bits % 8))
 
@@ -59,8 +63,9 @@ def _random_unit(n: mpz) -> mpz:
 #: Fixed-base tables by what they are built from, least recently used first.
 _table_cache: "OrderedDict[tuple, object]" = OrderedDict()
 #: Tables kept per process. Why a bound: a batch's table costs up to ≈ 50 MB (a CRT pair the
-#: same) and a pool worker outlives runs and keys; why not 1: a process that encrypts under a party's key
-#: and, as key holder, with its own factors uses two tables at once (tests: a few keys more).
+#: same) and a pool worker outlives runs and keys; why not 1: a process that encrypts under a
+#: party's key and, as key holder, with its own factors uses two tables at once (tests: a few
+#: keys more).
 _TABLE_CACHE_SIZE = 4
 
 
@@ -170,7 +175,7 @@ class PaillierPublicKey:
             return [self.encrypt(m, fast) for m in ms]
         plains = [self._check_plain(m) for m in ms]
         table, n, n2 = self._table(shape), self.n, self.nsquare
-        patterns = fixedbase.column_patterns(fixedbase.random_exponents(len(plains), self._rbits), shape).tolist()
+        patterns = fixedbase.random_patterns(len(plains), shape)
         return [(1 + m * n) % n2 * table.pow_patterns(u) % n2 for m, u in zip(plains, patterns)]
 
     def encrypt_many(self, ms: Sequence[int], workers: int | None = None, fast: bool = True,
@@ -179,7 +184,7 @@ class PaillierPublicKey:
         table fits what each worker encrypts (`fixedbase.shape_for`)."""
         shape = fixedbase.shape_for(_per_worker(len(ms), workers), self._rbits)
         return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast, shape), ms, workers=workers,
-                                    min_parallel=64, progress=progress)
+                                    min_parallel=_MIN_PARALLEL, progress=progress)
 
     # -- homomorphic operations ---------------------------------------------------------
     def add(self, c1: int, c2: int) -> mpz:
@@ -247,7 +252,7 @@ def _per_worker(count: int, workers: int | None) -> int:
     """About how many of `count` items each of `workers` processes handles (`map_batches`'s
     rule: below its parallel threshold the calling process does them all)."""
     w = parallel.resolve_workers(workers)
-    return count if w == 1 or count < 64 else -(-count // w)
+    return count if w == 1 or count < _MIN_PARALLEL else -(-count // w)
 
 
 def _encrypt_chunk(pk: PaillierPublicKey, fast: bool, shape: fixedbase.CombShape, ms: Sequence[int]) -> list[mpz]:
@@ -318,7 +323,7 @@ class PaillierPrivateKey:
     def decrypt_many(self, cs: Sequence[int], workers: int | None = None, small: bool = False) -> list[int]:
         """`decrypt` (or, with `small`, `decrypt_small`) over all cores (`workers=None`), in order."""
         chunk = _decrypt_small_chunk if small else _decrypt_chunk
-        return parallel.map_batches(functools.partial(chunk, self), cs, workers=workers, min_parallel=64)
+        return parallel.map_batches(functools.partial(chunk, self), cs, workers=workers, min_parallel=_MIN_PARALLEL)
 
     # -- encryption with the factors -----------------------------------------------------
     def _crt_tables(self, shape: fixedbase.CombShape | None = None) -> tuple[fixedbase.Comb, fixedbase.Comb]:
@@ -355,7 +360,7 @@ class PaillierPrivateKey:
             return [pk.encrypt(m) for m in ms]
         plains = [pk._check_plain(m) for m in ms]
         tp, tq = self._crt_tables(shape)
-        patterns = fixedbase.column_patterns(fixedbase.random_exponents(len(plains), pk._rbits), shape).tolist()
+        patterns = fixedbase.random_patterns(len(plains), shape)
         return [self._crt_combine(1 + m * pk.n, tp.pow_patterns(u), tq.pow_patterns(u))
                 for m, u in zip(plains, patterns)]
 
@@ -365,7 +370,7 @@ class PaillierPrivateKey:
         that fits each worker's share (`fixedbase.shape_for`)."""
         shape = fixedbase.shape_for(_per_worker(len(ms), workers), self.public_key._rbits)
         return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self, shape), ms, workers=workers,
-                                    min_parallel=64, progress=progress)
+                                    min_parallel=_MIN_PARALLEL, progress=progress)
 
     def to_bytes(self) -> bytes:
         """p and q (secret!), length-prefixed, followed by the public key."""

@@ -88,18 +88,62 @@ def test_distributions_bin_numbers_and_order_intervals(adult):
     assert starts == sorted(starts)  # interval labels read left to right like the input bins
 
 
-@pytest.mark.parametrize("n_rows", [50, 200_000])  # sparse pairs (ufunc.at per row) and counted pairs
-def test_smallest_input_behind_each_output_value_equals_plain_min(n_rows):
-    from fedanon.report.utility import _smallest_input_behind
+@pytest.mark.parametrize("suppression", [0.0, 0.05])
+def test_distributions_and_released_counts_equal_counting_the_rows(adult, suppression):
+    """The report counts values per dictionary entry, not per row: every shown count, before
+    and after, must equal counting the decoded rows of the input and of the engine's output
+    (QIs generalized, suppressed rows '*', the sensitive attribute released unchanged)."""
+    from fedanon.engine.config import LDiversity
+    from fedanon.report.utility import ValueCounts
 
-    rng = np.random.default_rng(n_rows)
-    nums = rng.normal(size=3000) * 100
-    in_codes = rng.integers(0, 3000, n_rows).astype(np.int32)
-    out_codes = (in_codes // 70 + rng.integers(0, 2, n_rows)).astype(np.int32)  # some rows elsewhere ('*')
-    keys = np.full(45, np.inf)
-    keys[3] = -1e9  # a smaller key already there stays
-    _smallest_input_behind(keys, out_codes, in_codes, nums)
-    expected = {3: -1e9}
-    for o, i in zip(out_codes.tolist(), in_codes.tolist()):
-        expected[o] = min(expected.get(o, np.inf), nums[i])
-    assert keys.tolist() == [expected.get(o, np.inf) for o in range(45)]
+    header, rows, table, hier = adult
+    config = AnonymizationConfig(["sex", "race", "marital-status", "education"], k=20, suppression=suppression,
+                                 l_diversity=LDiversity("distinct", 2, "workclass"))
+    result = anonymize(table, hier, config)
+    assert (result.suppressed_rows > 0) == (suppression > 0)
+    d = analyze(table, hier, config, result).distributions
+    assert set(d) == {"sex", "race", "marital-status", "education", "workclass"}
+    out_rows = [[v.decode() for v in r] for r in result.output.decode_rows()]
+    for column, shown in d.items():
+        c = header.index(column)
+        for side, data in (("input", [r[c] for r in rows]), ("output", [r[c] for r in out_rows])):
+            truth = Counter(data)
+            assert sum(n for _, n in shown[side]) == len(rows)
+            for label, n in shown[side]:
+                if label != "(other)":
+                    assert n == truth[label], (column, side, label)
+    counts = ValueCounts(table, np.asarray(result.suppressed))
+    suppressed = np.asarray(result.suppressed)
+    for c in range(len(header)):
+        expected = np.bincount(table.codes[~suppressed, c], minlength=len(table.dictionaries[c]))
+        assert counts.released(c).tolist() == expected.tolist()
+
+
+def test_distributions_refuse_an_output_that_is_not_the_generalization(adult):
+    from fedanon.report.utility import ValueCounts, distributions
+
+    header, rows, table, hier = adult
+    config = AnonymizationConfig(["sex", "race"], k=5)
+    result = anonymize(table, hier, config)
+    other = {**result.transformation, "race": (result.transformation["race"] + 1) % hier["race"].height}
+    counts = ValueCounts(table, np.zeros(table.n_rows, dtype=bool))
+    with pytest.raises(ValueError, match="not the input generalized"):
+        distributions(table, result.output, ["race"], counts, hier, other)
+
+
+def test_risk_from_class_sizes_alone_equals_risk_from_rows_and_refuses_what_needs_rows(adult):
+    from fedanon.report.risk import RowClasses, table_risk
+
+    header, rows, table, hier = adult
+    qis = ["sex", "race", "education"]
+    plain = table_risk(table, qis)
+    # classes in ascending lexicographic order of their code tuples, as the engine numbers them
+    _tuples, inverse, sizes = np.unique(table.codes[:, [header.index(q) for q in qis]], axis=0,
+                                        return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    assert table_risk(table, qis, classes=RowClasses(None, sizes)) == plain
+    assert table_risk(table, qis, classes=RowClasses(inverse, sizes)) == plain
+    with pytest.raises(ValueError, match="each released row's class"):
+        table_risk(table, qis, sensitive=["workclass"], classes=RowClasses(None, sizes))
+    with pytest.raises(ValueError, match="hold"):
+        table_risk(table, qis, classes=RowClasses(None, sizes[1:]))

@@ -15,7 +15,7 @@ from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.table import EncodedTable
 from fedanon.errors import InputError
 from fedanon.report.risk import DEFAULT_THRESHOLD, RowClasses, suppressed_rows_mask, table_risk
-from fedanon.report.utility import attribute_utility, distributions, metric_scores, suppressed_classes
+from fedanon.report.utility import ValueCounts, attribute_utility, distributions, metric_scores, suppressed_classes
 
 
 @dataclass
@@ -66,12 +66,19 @@ def analyze(
     # the input's classes (the bottom node) are grouped once, for its risk and for the metric scores;
     # the optimum's come from the search (the classes it materialized), or are grouped once here
     prep = _search_preparation(table, hierarchies, config, result, research_subset)
-    at_bottom = prep.grouper.group_rows(tuple(0 for _ in qis), keep_rows=True)
+    # each row's class is needed only for sensitive attributes and a research subset; class sizes
+    # alone come from the search's cache (the bottom node is usually stored) in no time
+    per_row = bool(sens) or research_subset is not None
+    bottom = tuple(0 for _ in qis)
+    at_bottom = prep.grouper.group_rows(bottom, keep_rows=True) if per_row else prep.grouper.classes(bottom)[0]
     at_opt = result.optimum_classes if prep is result.prepared and result.optimum_classes is not None else \
         prep.grouper.group_rows(tuple(result.transformation[q] for q in qis), keep_rows=True)
     risk_in = table_risk(table, qis, suppressed=np.zeros(table.n_rows, dtype=bool),
-                         classes=RowClasses(at_bottom.row_class, at_bottom.stats.sizes), **common)
-    risk_out = table_risk(result.output, qis, suppressed=suppressed, classes=_released(at_opt, suppressed), **common)
+                         classes=RowClasses(at_bottom.row_class if per_row else None, at_bottom.stats.sizes),
+                         **common)
+    risk_out = table_risk(result.output, qis, suppressed=suppressed, classes=_released(at_opt, suppressed, per_row),
+                          **common)
+    counts = ValueCounts(table, suppressed)
     report = result.to_report()
     report.update(summary or {})
     report["models"] = _describe(config)
@@ -79,10 +86,11 @@ def analyze(
         summary=report,
         risk_input=risk_in,
         risk_output=risk_out,
-        attributes=attribute_utility(table, result.output, hierarchies, result.transformation, result.suppressed),
+        attributes=attribute_utility(table, hierarchies, result.transformation, counts),
         metrics=metric_scores(table, hierarchies, config, result, research_subset, prepared=prep,
                               at_bottom=at_bottom, at_opt=at_opt),
-        distributions=distributions(table, result.output, qis + [s for s in sens if s not in qis]),
+        distributions=distributions(table, result.output, qis + [s for s in sens if s not in qis], counts,
+                                    hierarchies, result.transformation),
     )
 
 
@@ -102,10 +110,13 @@ def _same_subset(held: np.ndarray | None, given: np.ndarray | None) -> bool:
     return held.shape == np.shape(given) and bool(np.array_equal(held != 0, np.asarray(given, dtype=bool)))
 
 
-def _released(classes: Classes, suppressed: np.ndarray) -> RowClasses:
+def _released(classes: Classes, suppressed: np.ndarray, per_row: bool = True) -> RowClasses:
     """Classes of the released rows of a node whose failing classes were suppressed: the others,
-    renumbered in their order (the order risk's own grouping of the written output has)."""
+    renumbered in their order (the order risk's own grouping of the written output has);
+    without `per_row`, their sizes only."""
     kept = ~suppressed_classes(classes, suppressed)
+    if not per_row:
+        return RowClasses(None, classes.stats.sizes[kept])
     renumber = np.cumsum(kept) - 1
     return RowClasses(renumber[classes.row_class[~suppressed]], classes.stats.sizes[kept])
 

@@ -98,16 +98,24 @@ def _classes(table: EncodedTable, rows: np.ndarray, columns: Sequence[int]) -> t
 class RowClasses(NamedTuple):
     """Released rows already grouped by their QI tuple (the engine's grouping of the same node):
     class of each released row, in row order, and class sizes -- classes in ascending
-    lexicographic order of their code tuples, as `_classes` finds them."""
+    lexicographic order of their code tuples, as `_classes` finds them.
 
-    inverse: np.ndarray
+    `inverse` may be None where the figures need the sizes alone (no sensitive attribute,
+    research subset or population table): on millions of rows the engine then answers from
+    its cached class sizes, without a class per row."""
+
+    inverse: np.ndarray | None
     sizes: np.ndarray
 
 
 def _given_classes(given: RowClasses, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`_classes`' answer from a grouping the caller already has (representative rows recomputed)."""
-    inverse = np.asarray(given.inverse)
     sizes = np.asarray(given.sizes, dtype=np.int64)
+    if given.inverse is None:
+        if int(sizes.sum()) != rows.shape[0]:
+            raise ValueError(f"given classes hold {int(sizes.sum())} rows, {rows.shape[0]} are released")
+        return None, None, sizes  # type: ignore[return-value]  # table_risk asks for neither
+    inverse = np.asarray(given.inverse)
     if inverse.shape != rows.shape:
         raise ValueError(f"given classes cover {inverse.shape[0]} rows, {rows.shape[0]} are released")
     first = np.empty(sizes.shape[0], dtype=np.int64)
@@ -264,6 +272,9 @@ def table_risk(
         supp = np.asarray(suppressed, dtype=bool)
     released = ~supp
     rows = np.flatnonzero(released)
+    if classes is not None and classes.inverse is None and (sample is not None or population is not None or sens):
+        raise ValueError("the risk of a sample, against a population or of sensitive attributes needs each "
+                         "released row's class")
     first, inverse, sizes = _classes(table, rows, qi_idx) if classes is None else _given_classes(classes, rows)
     out: dict[str, Any] = {"rows": int(table.n_rows - supp.sum()), "suppressed_rows": int(supp.sum()),
                            "threshold": threshold}

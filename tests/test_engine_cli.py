@@ -304,6 +304,12 @@ def test_error_unwritable_output(tmp_path, capsys):
                   "missing/o.csv", "cannot write")
     _expect_error(capsys, [EX / "example.csv", *EX_QI, "-o", tmp_path / "o.csv",
                            "--report", tmp_path / "nope" / "r.json"], "nope/r.json", "cannot write")
+    # the output is written on a second thread while the report is computed: its failure must
+    # still be the command's one error line, and no report may claim a release that failed
+    _expect_error(capsys, [EX / "example.csv", *EX_QI, "-o", tmp_path / "missing" / "o.csv",
+                           "--report", tmp_path / "r.json", "--html", tmp_path / "r.html"],
+                  "missing/o.csv", "cannot write")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.html").exists()
 
 
 def test_verify_flag_fails_on_a_doctored_engine_result(tmp_path, capsys, monkeypatch):

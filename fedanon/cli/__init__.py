@@ -34,13 +34,18 @@ class CliError(FedanonError):
     """An error in the command line itself; printed without a traceback."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line parser; with `only` (a subcommand's name) just that subcommand.
+
+    Why `only`: registering every subcommand imports all their modules (gmpy2 and
+    the crypto layer among them, ~0.1-0.3 s); `fedanon anonymize` on a table needs none of them.
+    """
     parser = argparse.ArgumentParser(
         prog="fedanon",
         description="Secure distributed anonymization (protocols A/B/C) and a local Flash anonymizer.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
+    for name in SUBCOMMAND_MODULES if only is None else (only,):
         try:
             module = importlib.import_module(f"fedanon.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -63,7 +68,8 @@ def quiet_grpc_core_logs() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_grpc_core_logs()
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and words[0] in SUBCOMMAND_MODULES else None)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

@@ -230,12 +230,15 @@ def test_engine_uses_the_column_major_columns_without_copying():
         assert np.array_equal(prep.grouper.qi_column(i), table.codes[:, ci])
 
 
+@pytest.mark.parametrize("ahead", [1, 4])  # batches formatted on threads: written in order however far ahead
 @pytest.mark.parametrize("values", [["a", "bb", "1-5", "ü"], ["a", "x;y", ' lead', 'q"t', "multi\nline", ""]])
-def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values):
+def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values, ahead, monkeypatch):
     """Both writer paths (pyarrow's CSV writer when nothing needs quoting, quoted joins
     otherwise), batch boundaries and a row selection against csv.writer."""
     from fedanon.engine import csvio
     from fedanon.engine.csvio import write_columns
+
+    monkeypatch.setattr(csvio, "WRITE_AHEAD", ahead)
 
     rng = np.random.default_rng(len(values))
     n = 2 * csvio.WRITE_BATCH_ROWS + 17
@@ -257,3 +260,18 @@ def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values):
         got = list(csv.reader(open(out, encoding="utf-8", newline=""), delimiter=";"))
         want = list(csv.reader(open(expected, encoding="utf-8", newline=""), delimiter=";"))
         assert got == want
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_writer_failure_is_an_os_error_not_a_hang():
+    """A write that fails midway (disk full) surfaces as OSError; no formatting thread is left behind."""
+    import threading
+
+    from fedanon.engine import csvio
+
+    n = 3 * csvio.WRITE_BATCH_ROWS
+    codes = [np.zeros(n, dtype=np.uint8)]
+    before = threading.active_count()
+    with pytest.raises(OSError):
+        csvio.write_columns("/dev/full", ["v"], codes, [["a"]])
+    assert threading.active_count() == before

@@ -32,6 +32,8 @@ from fedanon.errors import InputError
 DEFAULT_DELIMITER = ";"
 DEFAULT_ENCODING = "utf-8"
 WRITE_BATCH_ROWS = 1 << 16
+WRITE_THREADS = 2  # formatting threads (pyarrow formats without the GIL)
+WRITE_AHEAD = 4  # batches formatted ahead of the file at most (~5 MB each at 65,536 rows)
 READ_BLOCK_BYTES = 1 << 22  # pyarrow's parse unit (default 1 MiB): fewer, larger blocks parse faster
 # Python codec names whose text has '"', CR and LF only as those ASCII bytes (see `may_quote`)
 _ASCII_SAFE_ENCODINGS = {"utf-8", "ascii", "iso8859-1", "iso8859-15", "cp1252"}
@@ -365,8 +367,10 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
 
     `rows` (optional) selects and orders the rows to write. Each distinct value is
     quoted once; rows are never one Python object each. When no value needs quoting
-    (the usual case) pyarrow's CSV writer streams the dictionary-encoded columns (about
-    twice as fast); otherwise pyarrow joins the quoted values column-wise.
+    (the usual case) pyarrow's CSV writer formats the dictionary-encoded columns (about
+    twice as fast); otherwise pyarrow joins the quoted values column-wise. Batches are
+    formatted into memory on `WRITE_THREADS` threads (pyarrow runs without the GIL) and
+    written in order, at most `WRITE_AHEAD` batches ahead of the file.
     """
     import pyarrow as pa
 
@@ -377,41 +381,67 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
     header = (delimiter.join(quote_value(c, delimiter) for c in columns) + "\n").encode("utf-8")
     plain = bool(columns) and all(q == t for qs, ts in zip(quoted, texts) for q, t in zip(qs, ts))
     values = [arrow_strings(q) for q in quoted]
+    format_batch = _plain_batch if plain else _quoted_batch
+
+    def batch_text(start: int):  # type: ignore[no-untyped-def]
+        stop = min(start + WRITE_BATCH_ROWS, total)
+        batch = [np.asarray(c)[start:stop] if rows is None else np.asarray(c)[np.asarray(rows[start:stop])]
+                 for c in codes]
+        return format_batch(batch, values, delimiter)
+
+    starts = range(0, total, WRITE_BATCH_ROWS)
     with open(path, "wb") as fh:
         fh.write(header)
-        for start in range(0, total, WRITE_BATCH_ROWS):
-            stop = min(start + WRITE_BATCH_ROWS, total)
-            batch = [np.asarray(c)[start:stop] if rows is None else np.asarray(c)[np.asarray(rows[start:stop])]
-                     for c in codes]
-            if plain:
-                _write_plain_batch(fh, columns, batch, values, delimiter)
-            else:
-                _write_quoted_batch(fh, batch, values, delimiter)
+        if len(starts) <= 1:
+            for start in starts:
+                fh.write(batch_text(start))
+        else:
+            _write_in_order(fh, batch_text, starts)
     pa.default_memory_pool().release_unused()
     return total
 
 
-def _write_plain_batch(fh, columns: Sequence[str], batch: list[np.ndarray], values: list, delimiter: str) -> None:  # type: ignore[no-untyped-def]
-    """Rows of values that need no quoting, by pyarrow's CSV writer on dictionary arrays."""
+def _write_in_order(fh, batch_text, starts: range) -> None:  # type: ignore[no-untyped-def]
+    """Format batches on worker threads and write them in order, a bounded number ahead."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="fedanon-csv") as pool:
+        pending: deque = deque()
+        try:
+            for start in starts:
+                pending.append(pool.submit(batch_text, start))
+                if len(pending) >= WRITE_AHEAD:
+                    fh.write(pending.popleft().result())
+            while pending:
+                fh.write(pending.popleft().result())
+        finally:
+            for future in pending:  # a failed write: drop the batches not yet formatted
+                future.cancel()
+
+
+def _plain_batch(batch: list[np.ndarray], values: list, delimiter: str):  # type: ignore[no-untyped-def]
+    """Rows of values that need no quoting, by pyarrow's CSV writer on dictionary arrays (a buffer)."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
     arrays = [pa.DictionaryArray.from_arrays(arrow_integers(c), v) for c, v in zip(batch, values)]
-    pacsv.write_csv(pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(columns))]), fh,
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(batch))]), sink,
                     write_options=pacsv.WriteOptions(include_header=False, delimiter=delimiter,
                                                      quoting_style="none", batch_size=WRITE_BATCH_ROWS))
+    return sink.getvalue()
 
 
-def _write_quoted_batch(fh, batch: list[np.ndarray], values: list, delimiter: str) -> None:  # type: ignore[no-untyped-def]
+def _quoted_batch(batch: list[np.ndarray], values: list, delimiter: str) -> bytes:
     """Rows joined column-wise from already quoted values."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     cells = [pc.take(v, arrow_integers(c.astype(np.int64))) for v, c in zip(values, batch)]
     # separators as arrow scalars: a Python str would be converted by a call that imports pandas
     lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, arrow_strings([delimiter])[0])
     text = pc.binary_join_element_wise(lines, _empty_strings(len(batch[0])), arrow_strings(["\n"])[0])
-    fh.write(_contiguous_bytes(text))
+    return _contiguous_bytes(text)
 
 
 def _contiguous_bytes(array) -> bytes:  # type: ignore[no-untyped-def]

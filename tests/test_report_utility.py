@@ -127,8 +127,9 @@ def test_distributions_refuse_an_output_that_is_not_the_generalization(adult):
     result = anonymize(table, hier, config)
     other = {**result.transformation, "race": (result.transformation["race"] + 1) % hier["race"].height}
     counts = ValueCounts(table, np.zeros(table.n_rows, dtype=bool))
+    code_maps = {"race": hier["race"].code_map(table.dictionaries[table.column_index("race")])}
     with pytest.raises(ValueError, match="not the input generalized"):
-        distributions(table, result.output, ["race"], counts, hier, other)
+        distributions(table, result.output, ["race"], counts, code_maps, other)
 
 
 def test_risk_from_class_sizes_alone_equals_risk_from_rows_and_refuses_what_needs_rows(adult):

@@ -79,6 +79,7 @@ def analyze(
     risk_out = table_risk(result.output, qis, suppressed=suppressed, classes=_released(at_opt, suppressed, per_row),
                           **common)
     counts = ValueCounts(table, suppressed)
+    code_maps = {q: (prep.code_maps[i], prep.level_dicts[i]) for i, q in enumerate(qis)}  # built once, by prepare
     report = result.to_report()
     report.update(summary or {})
     report["models"] = _describe(config)
@@ -86,11 +87,11 @@ def analyze(
         summary=report,
         risk_input=risk_in,
         risk_output=risk_out,
-        attributes=attribute_utility(table, hierarchies, result.transformation, counts),
+        attributes=attribute_utility(table, hierarchies, result.transformation, counts, code_maps),
         metrics=metric_scores(table, hierarchies, config, result, research_subset, prepared=prep,
                               at_bottom=at_bottom, at_opt=at_opt),
         distributions=distributions(table, result.output, qis + [s for s in sens if s not in qis], counts,
-                                    hierarchies, result.transformation),
+                                    code_maps, result.transformation),
     )
 
 

@@ -83,8 +83,7 @@ class ValueCounts:
 
     def __init__(self, table: EncodedTable, suppressed: np.ndarray) -> None:
         self.table = table
-        self.suppressed = np.asarray(suppressed, dtype=bool)
-        self._suppressed_rows = np.flatnonzero(self.suppressed)
+        self._suppressed_rows = np.flatnonzero(np.asarray(suppressed, dtype=bool))
         self._all: dict[int, np.ndarray] = {}
         self._released: dict[int, np.ndarray] = {}
 
@@ -109,8 +108,14 @@ class ValueCounts:
         return self._released[column]
 
 
+#: Per QI: its `Hierarchy.code_map` of the table's dictionary (level-0 code -> code per level,
+#: the values per level), as the search's preparation built them (`Structure.code_maps`/`level_dicts`).
+CodeMaps = Mapping[str, tuple[np.ndarray, list[list[bytes]]]]
+
+
 def attribute_utility(table: EncodedTable, hierarchies: Mapping[str, Hierarchy],
-                      transformation: Mapping[str, int], counts: ValueCounts) -> list[dict[str, Any]]:
+                      transformation: Mapping[str, int], counts: ValueCounts,
+                      code_maps: CodeMaps) -> list[dict[str, Any]]:
     """Per QI: generalization level and Iyengar's loss (leaves below the value - 1)/(leaves - 1), suppressed = 1.
 
     The loss is the mean over rows; rows with the same input value have the same loss, so it is
@@ -122,7 +127,7 @@ def attribute_utility(table: EncodedTable, hierarchies: Mapping[str, Hierarchy],
     for q, level in transformation.items():
         h = hierarchies[q]
         c = table.column_index(q)
-        code_map, level_dicts = h.code_map(table.dictionaries[c])
+        code_map, level_dicts = code_maps[q]
         leaves = h.leaf_counts(level, level_dicts[level])
         frac = (leaves - 1) / (len(h.rows) - 1) if len(h.rows) > 1 else np.zeros(len(leaves))
         released = counts.released(c)
@@ -210,7 +215,7 @@ def output_distribution(output: EncodedTable, column: str) -> list[tuple[str, in
 
 
 def distributions(table: EncodedTable, output: EncodedTable, columns: list[str], counts: ValueCounts,
-                  hierarchies: Mapping[str, Hierarchy], transformation: Mapping[str, int]) -> dict[str, Any]:
+                  code_maps: CodeMaps, transformation: Mapping[str, int]) -> dict[str, Any]:
     """Value counts per attribute before and after (see `_distribution`).
 
     `output` must be `table` generalized at `transformation` (the engine's output): a QI's
@@ -220,8 +225,8 @@ def distributions(table: EncodedTable, output: EncodedTable, columns: list[str],
     for q in columns:
         codes = None
         if q in transformation:
-            c, level = table.column_index(q), transformation[q]
-            code_map, level_dicts = hierarchies[q].code_map(table.dictionaries[c])
+            level = transformation[q]
+            code_map, level_dicts = code_maps[q]
             if output.dictionaries[output.column_index(q)][:len(level_dicts[level])] != level_dicts[level]:
                 raise ValueError(f"output column {q!r} is not the input generalized to level {level}")
             codes = code_map[level]

@@ -53,6 +53,22 @@ def test_stable_order_lower_total_then_lexicographic():
     assert keys == sorted(keys)
 
 
+@pytest.mark.parametrize("heights", [[1], [4], [3, 1, 2], [5, 4, 3, 3, 2, 2, 3, 2, 3], [2] * 12])
+def test_lattice_levels_total_and_order_follow_the_node_ids(heights):
+    """Node id = C-order position in the grid of `heights` (itertools.product enumerates that
+    order); `levels`, `total` and `order` are built by broadcasting and a radix sort, so they
+    are checked against that plain enumeration and a comparison sort."""
+    import itertools
+
+    lat = Lattice(heights)
+    expected = list(itertools.product(*[range(h) for h in heights]))
+    assert lat.levels.dtype == np.int16 and lat.levels.flags.c_contiguous
+    assert [tuple(r) for r in lat.levels.tolist()] == expected
+    assert lat.total.tolist() == [sum(v) for v in expected]
+    assert lat.order.tolist() == sorted(range(len(expected)), key=lambda n: (sum(expected[n]), expected[n]))
+    assert all(lat.node_id(v) == n for n, v in enumerate(expected[:50]))
+
+
 # ---------------------------------------------------------------------------- optimum facts
 def test_example_2_anonymity_nue_optimum():
     table, hier = example()

@@ -220,7 +220,10 @@ def prepare(
 def generalize(structure: Structure, levels: tuple[int, ...], suppressed: np.ndarray | None = None) -> EncodedTable:
     """The table at `levels`: QI cells generalized, QI cells of `suppressed` rows set to "*"."""
     table = structure.table
-    codes = np.empty_like(table.codes)  # same memory layout as the input (column-major stays so)
+    # column-major whatever the input's layout: every column below is written whole, and a
+    # strided column of a row-major table cost twice as much to write (the CSV writer and
+    # the report read the output column by column too)
+    codes = np.empty(table.codes.shape, dtype=table.codes.dtype, order="F")
     dictionaries = [list(d) for d in table.dictionaries]
     hide = suppressed is not None and bool(suppressed.any())
     generalized = dict(zip(structure.qi_index, enumerate(levels)))
@@ -231,7 +234,8 @@ def generalize(structure: Structure, levels: tuple[int, ...], suppressed: np.nda
         i, level = generalized[ci]
         dictionary = list(structure.level_dicts[i][level])
         column = codes[:, ci]
-        np.take(structure.code_maps[i][level], table.codes[:, ci], out=column)
+        # from the grouper's contiguous copy of the column (not a strided one of a row-major input)
+        np.take(structure.code_maps[i][level], structure.grouper.qi_column(i), out=column)
         if hide:
             try:
                 star = dictionary.index(SUPPRESSED)

@@ -71,14 +71,17 @@ def key_dtype(span: int) -> type:
 
 
 def gather(table: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """`table[index]` block by block: NumPy converts a narrow index to a full-size intp
-    temporary first, which on millions of rows cost more than the gather itself."""
+    """`table[index]` by `np.take`, block by block.
+
+    Subscripting with an index narrower than intp runs NumPy's casting iterator: 2.2x
+    slower than `take` on 30 k rows. Blocks, because on millions of rows even `take`
+    converts the whole index to intp first; per block that stays in cache (2x faster)."""
     n = index.shape[0]
     if n <= _BLOCK_ROWS:
-        return table[index]
+        return np.take(table, index)
     out = np.empty(n, dtype=table.dtype)
     for start in range(0, n, _BLOCK_ROWS):
-        out[start:start + _BLOCK_ROWS] = table[index[start:start + _BLOCK_ROWS]]
+        np.take(table, index[start:start + _BLOCK_ROWS], out=out[start:start + _BLOCK_ROWS])
     return out
 
 
@@ -254,7 +257,8 @@ def count_keys(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     """
     present = np.zeros(span, dtype=bool)
     for start in range(0, key.shape[0], _BLOCK_ROWS):  # blocks: no full-size intp copy of a narrow key
-        present[key[start:start + _BLOCK_ROWS]] = True
+        # an intp index: a narrow one goes through NumPy's casting iterator, 2x slower with the cast
+        present[key[start:start + _BLOCK_ROWS].astype(np.intp, copy=False)] = True
     keys_present = np.flatnonzero(present)
     # 4-byte group ids while they fit: the gather below is random access into a table
     # of the whole span, so its width decides how much of it stays in cache
@@ -682,7 +686,7 @@ class Grouper:
         carries `row_class` when `keep_rows`. Class order is canonical (ascending
         mixed-radix key), so rows and roll-up give the same order for a node.
         """
-        levels = tuple(int(x) for x in levels)
+        levels = tuple(map(int, levels))
         hit = self._history.get(levels)
         if hit is not None:
             self._touch(levels)

@@ -52,6 +52,7 @@ class TClosenessCriterion(Criterion):
         self._q: np.ndarray | None = None
         # hierarchical: per level j ≥ 1 a 0/1 matrix (codes at level j-1) × (codes at level j)
         self._up: list[np.ndarray] = []
+        self._up_ones: list[np.ndarray] = []  # a vector of ones per level, as wide as its parents
         self._leaf = np.zeros((0, 0))
         self._leaf_identity = True
         self._rooted = True
@@ -123,12 +124,14 @@ class TClosenessCriterion(Criterion):
         # one common root: only then is every move between distinct values worth >= 1/H
         self._rooted = bool(n_leaves == 0 or code_map[self._height].max() == 0)
         self._up = []
+        self._up_ones = []
         for level in range(1, self._height + 1):
             child = code_map[level - 1]
             parent = code_map[level]
             up = np.zeros((int(child.max()) + 1, int(parent.max()) + 1), dtype=np.float64)
             up[child, parent] = 1.0
             self._up.append(up)
+            self._up_ones.append(np.ones(up.shape[1]))
             parent_of = np.zeros(int(child.max()) + 1, dtype=np.int64)
             parent_of[child] = parent
             self._parent_of.append(parent_of)
@@ -176,10 +179,10 @@ class TClosenessCriterion(Criterion):
         if not self._leaf_identity:
             x = x @ self._leaf  # leaves -> level-0 nodes of the code map
         cost = np.zeros(x.shape[0])
-        for level, up in enumerate(self._up, start=1):
+        for level, (up, ones) in enumerate(zip(self._up, self._up_ones), start=1):
             moved = x @ up                      # net surplus of each parent
             pos = np.maximum(x, 0.0) @ up       # children's positive surplus
-            cost += (level / self._height) * np.minimum(pos, pos - moved).sum(axis=1)
+            cost += (level / self._height) * (np.minimum(pos, pos - moved) @ ones)  # row sums (see classes_ok)
             x = moved
         return cost
 
@@ -230,10 +233,12 @@ class TClosenessCriterion(Criterion):
         # one float copy of the counts (integers below 2^53: exact), its row sums by one
         # matrix-vector product (exact too) -- the same values as the integer sums, in
         # fewer NumPy calls than summing, masking and casting per check
-        counts = np.asarray(stats.histograms[self.model.attribute], dtype=np.float64)
-        sizes_f = np.maximum(counts @ self._ones, 1.0)  # an empty class divides by 1
-        surplus = counts - np.multiply.outer(sizes_f, self._q)
-        equal = 0.5 * np.abs(surplus).sum(axis=1) / sizes_f
+        surplus = np.array(stats.histograms[self.model.attribute], dtype=np.float64)  # a copy, made the surplus in place
+        sizes_f = np.maximum(surplus @ self._ones, 1.0)  # an empty class divides by 1
+        surplus -= np.multiply.outer(sizes_f, self._q)
+        # row sums as matrix-vector products: a reduction along the short axis of a
+        # (classes x values) matrix cost several times as much
+        equal = 0.5 * (np.abs(surplus) @ self._ones) / sizes_f
         ok = equal <= self.t + EPS
         open_ = ~ok & (equal / self._height <= self.t + EPS) if self._rooted else ~ok
         if open_.any():  # the tree form from the surplus rows already computed (not `_emd` again)

@@ -8,7 +8,9 @@ statistics for a coarser node by summing a finer node's (roll-up).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +22,9 @@ class ClassStats:
     """Per-class statistics of one transformed table; every field is additive."""
 
     sizes: np.ndarray
-    histograms: dict[str, np.ndarray] = field(default_factory=dict)
+    # attribute -> (classes x codes) counts: a dict, or the grouper's `histograms.Histograms`,
+    # which computes a dense matrix when a criterion first reads it
+    histograms: Mapping[str, Any] = field(default_factory=dict)
     subset_sizes: np.ndarray | None = None
 
 

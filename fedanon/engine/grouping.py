@@ -22,12 +22,19 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
+from fedanon.engine.histograms import Histograms, RowCounts, sum_by_group
+
+__all__ = ["Classes", "Grouper", "group_keys", "sum_by_group"]  # sum_by_group: re-exported for the partition merge
 
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
 _BLOCK_SPAN = 1 << 16  # largest key span counted block by block (the counts stay in L2)
 _FLOAT_EXACT = 1 << 53  # roll-up keys below this span are one float matrix-vector product (exact)
 _ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this many times the classes
+# tables up to this many rows count a dense histogram from rows only when it is read: until then
+# the node keeps its row -> class map (8 bytes a row, for every stored snapshot: at most 128 MiB
+# over 256 snapshots); larger tables count at once, as their maps would hold too much memory
+_DEFER_ROW_COUNTS = 1 << 16
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
 
@@ -326,36 +333,10 @@ def packed_levels(levels: tuple[int, ...], offsets: list[int]) -> int:
     return packed
 
 
-def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
-    """Sum rows of integer `values` (1-D or 2-D) per group id, in int64; also used to merge
-    partitions' class tables (`parallel_grouping.py`).
-
-    `np.add.at` on int64 (NumPy >= 1.25 has a fast indexed loop for it): exact without a
-    float round trip, and for 2-D values about 3x faster than a weighted `bincount` over
-    flat cell indices, which needed a float copy and a cast back of every cell.
-    """
-    values = values.astype(np.int64, copy=False)
-    if values.ndim == 1:
-        out = np.zeros(n_groups, dtype=np.int64)
-        np.add.at(out, inverse, values)
-        return out
-    d = values.shape[1]
-    cells = inverse * d
-    flat = np.add.outer(cells, _column_index(d)).ravel()
-    out = np.zeros(n_groups * d, dtype=np.int64)
-    np.add.at(out, flat, values.ravel())
-    return out.reshape(n_groups, d)
-
-
-_COLUMN_INDEX: dict[int, np.ndarray] = {}
-
-
-def _column_index(d: int) -> np.ndarray:
-    """0..d-1 as int64, cached (one allocation less per roll-up of dense histograms)."""
-    index = _COLUMN_INDEX.get(d)
-    if index is None:
-        index = _COLUMN_INDEX[d] = np.arange(d, dtype=np.int64)
-    return index
+def histograms_of(stats: ClassStats) -> Histograms:
+    """The statistics' histograms as a `Histograms` (a caller may have given a plain dict)."""
+    hists = stats.histograms
+    return hists if isinstance(hists, Histograms) else Histograms(hists)
 
 
 def _accumulate(total: np.ndarray | None, part: np.ndarray) -> np.ndarray:
@@ -370,8 +351,7 @@ def _rollup_cost(classes: Classes) -> int:
     """Work of rolling up from a snapshot: its classes plus its summed sparse histogram entries
     (with a large sensitive domain the entries, up to one per row, dominate; a pending
     roll-up's are summed only if a criterion reads them, so they are not counted)."""
-    return classes.count + sum(h.entries for h in classes.stats.histograms.values()
-                               if isinstance(h, SparseHistogram) and not h.pending)
+    return classes.count + sum(h.entries for h in histograms_of(classes.stats).sparse() if not h.pending)
 
 
 class RowPartitions(Protocol):
@@ -614,7 +594,7 @@ class Grouper:
         codes = mixed_radix_digits(present, radices)
         hists = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
         subset_sizes = None if subset is None else subset[present].round().astype(np.int64)
-        return Classes(levels, codes, ClassStats(counts[present], hists, subset_sizes))
+        return Classes(levels, codes, ClassStats(counts[present], Histograms(hists), subset_sizes))
 
     def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray, inverse: np.ndarray,
                    sizes: np.ndarray | None, keep_rows: bool) -> Classes:
@@ -622,18 +602,19 @@ class Grouper:
         n_classes = codes.shape[0]
         if sizes is None:
             sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64, copy=False)
-        hists = {}
+        hists: dict = {}
         for attr, scodes in self.sensitive_codes.items():
             d = self.sensitive_sizes[attr]
             if attr in self.sparse:
                 hists[attr] = SparseHistogram.from_rows(inverse, scodes, n_classes, d,
                                                           self.saturation.get(attr, 0))
                 continue
-            hists[attr] = np.bincount(inverse * d + scodes, minlength=n_classes * d).reshape(n_classes, d).astype(np.int64)
+            counts = RowCounts(inverse, scodes, n_classes, d)  # counted when a criterion reads it
+            hists[attr] = counts if self.n_rows <= _DEFER_ROW_COUNTS else counts.compute()
         subset_sizes = None
         if self.subset is not None:
             subset_sizes = np.bincount(inverse, weights=self.subset, minlength=n_classes).round().astype(np.int64)
-        return Classes(levels, codes, ClassStats(sizes, hists, subset_sizes), inverse if keep_rows else None)
+        return Classes(levels, codes, ClassStats(sizes, Histograms(hists), subset_sizes), inverse if keep_rows else None)
 
     def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
         """Classes at `levels` from the classes of a more specific node `base`."""
@@ -655,6 +636,8 @@ class Grouper:
         for i, src, dst in changed:
             codes[:, i] = self.level_map(i, src, dst)[codes[:, i]]
         st = base.stats
+        # the histograms are summed when a criterion reads them (most nodes fail on sizes alone)
+        hists = histograms_of(st).rolled_up(inverse, n_classes) if st.histograms else st.histograms
         if n_classes == base.count:
             # nothing merged: the statistics are just reordered
             def move(values: np.ndarray) -> np.ndarray:
@@ -663,14 +646,10 @@ class Grouper:
                 return out
 
             sizes = move(st.sizes)
-            hists = {a: h.rollup(inverse, n_classes) if isinstance(h, SparseHistogram) else move(h)
-                     for a, h in st.histograms.items()}
             subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
             return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
                            rolled_from=base.levels, mapping=inverse)
         sizes = sum_by_group(inverse, n_classes, st.sizes)
-        hists = {a: h.rollup(inverse, n_classes) if isinstance(h, SparseHistogram)
-                 else sum_by_group(inverse, n_classes, h) for a, h in st.histograms.items()}
         subset_sizes = None
         if st.subset_sizes is not None:
             subset_sizes = sum_by_group(inverse, n_classes, st.subset_sizes)

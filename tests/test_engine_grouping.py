@@ -246,7 +246,7 @@ def test_sizes_only_sort_leaves_the_cached_columns_alone(monkeypatch, block_rows
             assert_matches(g.group_rows(levels), ref, {})
             assert all(np.array_equal(before[k], g._columns[k]) for k in before)
             assert_matches(g.group_rows(levels), ref, {})
-            assert g._column(i, level).tolist() == maps[i][level][qi[:, i]].tolist()
+            assert g.column(i, level).tolist() == maps[i][level][qi[:, i]].tolist()
 
 
 def test_mixed_radix_digits_of_narrow_and_wide_keys():

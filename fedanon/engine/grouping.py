@@ -441,8 +441,10 @@ class Grouper:
         """Level-0 codes of one QI for all rows (int32, contiguous; do not modify)."""
         return self._qi_columns[qi]
 
-    def _column(self, qi: int, level: int) -> np.ndarray:
-        """Generalized codes of one QI at one level for all rows, cached (transform = lookup)."""
+    def column(self, qi: int, level: int) -> np.ndarray:
+        """Generalized codes of one QI at one level for all rows, in the narrowest unsigned type,
+        cached (transform = lookup); do not modify. Public because the output table is built from
+        the optimum's columns, which the search has mostly cached (`anonymizer.generalize`)."""
         key = (qi, level)
         col = self._columns.get(key)
         if col is None:
@@ -521,7 +523,7 @@ class Grouper:
         self.row_groupings += 1
         if self.row_partitions is not None and not keep_rows:
             return self.row_partitions.group_rows(tuple(levels))
-        cols = [self._column(i, l) for i, l in enumerate(levels)]
+        cols = [self.column(i, l) for i, l in enumerate(levels)]
         radices = self._radices(levels)
         span, exact = key_span(radices)
         if exact and span <= _BLOCK_SPAN and not keep_rows and not self.sparse and all(

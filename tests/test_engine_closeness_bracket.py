@@ -1,10 +1,11 @@
 """Hierarchical t-closeness decisions on dense class histograms against the plain reference.
 
-`TClosenessCriterion.classes_ok` decides most classes by the equal-distance bracket
-(eq/H <= hier <= eq) and computes the tree form only for the classes the bracket
-leaves open, from the surplus rows it already has. Random trees and histograms,
-with thresholds chosen so that many classes fall into the open band; every decision
-is compared with `tests/reference.py`'s per-class EMD (eqs. 2.4-2.8, plain Python).
+`TClosenessCriterion.classes_ok` decides every class by the telescoped tree form (two
+matrix products over all levels at once, `_tree_cost`). Random trees and histograms,
+with thresholds chosen so that many classes fall into the band between the equal-distance
+EMD and its 1/H (where an error of the tree form would show: the bracket eq/H <= hier <= eq
+alone cannot decide them); every decision is compared with `tests/reference.py`'s per-class
+EMD (eqs. 2.4-2.8, plain Python).
 """
 
 from __future__ import annotations

@@ -351,6 +351,8 @@ def _rollup_cost(classes: Classes) -> int:
     """Work of rolling up from a snapshot: its classes plus its summed sparse histogram entries
     (with a large sensitive domain the entries, up to one per row, dominate; a pending
     roll-up's are summed only if a criterion reads them, so they are not counted)."""
+    if not classes.stats.histograms:
+        return classes.count
     return classes.count + sum(h.entries for h in histograms_of(classes.stats).sparse() if not h.pending)
 
 
@@ -673,6 +675,7 @@ class Grouper:
         mixed-radix key), so rows and roll-up give the same order for a node.
         """
         levels = tuple(map(int, levels))
+        packed = None
         hit = self._history.get(levels)
         if hit is not None:
             self._touch(levels)
@@ -680,7 +683,8 @@ class Grouper:
         best: Classes | None = None
         if self._history:
             if self._level_offsets is not None:
-                asked = packed_levels(levels, self._level_offsets) | self._guard
+                packed = packed_levels(levels, self._level_offsets)
+                asked = packed | self._guard
                 below = ((asked - self._slot_packed) & self._guard) == self._guard
             else:
                 below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
@@ -697,7 +701,7 @@ class Grouper:
         else:
             result = self.group_rows(levels, keep_rows=keep_rows)
             rolled = False
-        self.remember(result)
+        self.remember(result, packed)
         return result, rolled
 
     def _touch(self, levels: tuple[int, ...]) -> None:
@@ -710,8 +714,10 @@ class Grouper:
         """Whether a snapshot of `levels` is stored (callers caching their own per-node sums use it)."""
         return tuple(int(x) for x in levels) in self._history
 
-    def remember(self, classes: Classes) -> None:
-        """Keep a snapshot if it is small enough to make later roll-ups cheap (bounded LRU)."""
+    def remember(self, classes: Classes, packed: int | None = None) -> None:
+        """Keep a snapshot if it is small enough to make later roll-ups cheap (bounded LRU).
+
+        `packed`: the node's `packed_levels` if the caller has them already."""
         if classes.count > self.snapshot_limit:
             return
         if classes.levels in self._history:
@@ -735,7 +741,7 @@ class Grouper:
         self._slot_of[classes.levels] = slot
         self._slot_levels[slot] = classes.levels
         if self._level_offsets is not None:
-            self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets)
+            self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets) if packed is None else packed
         self._slot_cost[slot] = snapshot.rollup_cost
         self._slot_snap[slot] = snapshot
         self._tick += 1

@@ -69,6 +69,13 @@ def test_lattice_levels_total_and_order_follow_the_node_ids(heights):
     assert all(lat.node_id(v) == n for n, v in enumerate(expected[:50]))
 
 
+def test_a_lattice_too_large_to_materialize_refuses_its_per_node_arrays():
+    lat = Lattice([5] * 12)  # 244 M nodes: the heuristic search's domain
+    for name in ("levels", "total", "order"):
+        with pytest.raises(InputError, match="too large for the exact search"):
+            getattr(lat, name)
+
+
 # ---------------------------------------------------------------------------- optimum facts
 def test_example_2_anonymity_nue_optimum():
     table, hier = example()

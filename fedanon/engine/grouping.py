@@ -24,8 +24,6 @@ from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 from fedanon.engine.histograms import Histograms, RowCounts, sum_by_group
 
-__all__ = ["Classes", "Grouper", "group_keys", "sum_by_group"]  # sum_by_group: re-exported for the partition merge
-
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
 _BLOCK_SPAN = 1 << 16  # largest key span counted block by block (the counts stay in L2)

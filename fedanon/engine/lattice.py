@@ -46,13 +46,17 @@ class Lattice:
     def materializable(self) -> bool:
         return self.size <= MAX_NODES
 
-    @cached_property
-    def levels(self) -> np.ndarray:
+    def _require_materializable(self) -> None:
+        """Per-node arrays exist only up to MAX_NODES nodes (the heuristic search needs none)."""
         if not self.materializable:
             raise InputError(
                 f"search space of {self.size:,} transformations is too large for the exact search "
                 f"(limit {MAX_NODES:,}); use the heuristic search (a node budget below the lattice size)"
             )
+
+    @cached_property
+    def levels(self) -> np.ndarray:
+        self._require_materializable()
         q = len(self.heights)
         # node ids are C-order positions in the grid of shape `heights`: QI i's level is
         # broadcast straight into its column of the grid (`np.indices` and a transposed
@@ -73,6 +77,7 @@ class Lattice:
     def total(self) -> np.ndarray:
         """Sum of levels per node, built as an outer sum over the grid (summing each row of
         `levels` along its short axis cost 6x as much)."""
+        self._require_materializable()
         total = np.zeros((), dtype=np.int64)
         for h in self.heights:
             total = np.add.outer(total, np.arange(h, dtype=np.int64))

@@ -36,7 +36,8 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.grouping import Classes, Grouper, group_keys, sum_by_group
+from fedanon.engine.grouping import Classes, Grouper, group_keys
+from fedanon.engine.histograms import sum_by_group
 from fedanon.engine.threads import limit_this_process
 from fedanon.errors import InputError
 from fedanon.shm import SharedMemory, attached, create_block, release

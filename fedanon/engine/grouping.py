@@ -35,6 +35,8 @@ _ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this 
 _DEFER_ROW_COUNTS = 1 << 16
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
+_MAX_RANK_COST = (1 << 31) - 2  # a snapshot's roll-up cost in the rank's upper half (clipped, never reached: a rank stays below _FREE_COST)
+_TICK_MASK = (1 << 32) - 1
 
 
 @dataclass
@@ -425,8 +427,9 @@ class Grouper:
         # on one small vector instead of a comparison and a row-wise reduction of the slot matrix
         self._level_offsets, self._guard = level_fields([len(sizes) - 1 for sizes in self.level_sizes])
         self._slot_packed = np.zeros(history_size, dtype=np.int64)
-        self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)
-        self._slot_used = np.zeros(history_size, dtype=np.int64)  # last use: LRU position, breaks ties
+        # per slot: roll-up cost << 32 | last use (the LRU position, which breaks ties), so the
+        # cheapest stored specialization, least recently used among equals, is one argmin
+        self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)  # the rank; the maximum when free
         self._tick = 0
         self._slot_snap: list[Classes | None] = [None] * history_size
         self._slot_of: dict[tuple[int, ...], int] = {}
@@ -686,11 +689,9 @@ class Grouper:
                 below = ((asked - self._slot_packed) & self._guard) == self._guard
             else:
                 below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
-            cost = np.where(below, self._slot_cost, _FREE_COST)
-            cheapest = cost.min()
-            if cheapest < _FREE_COST:
-                # the least recently used of the cheapest (the order the LRU list had)
-                slot = int(np.argmin(np.where(cost == cheapest, self._slot_used, _FREE_COST)))
+            rank = np.where(below, self._slot_cost, _FREE_COST)
+            slot = int(rank.argmin())
+            if rank[slot] < _FREE_COST:
                 best = self._slot_snap[slot]
         if best is not None:
             result = self.rollup(best, levels)
@@ -706,7 +707,8 @@ class Grouper:
         """Mark a stored snapshot as most recently used."""
         self._history.move_to_end(levels)
         self._tick += 1
-        self._slot_used[self._slot_of[levels]] = self._tick
+        slot = self._slot_of[levels]
+        self._slot_cost[slot] = (self._slot_cost[slot] >> 32 << 32) | (self._tick & _TICK_MASK)
 
     def remembers(self, levels: tuple[int, ...]) -> bool:
         """Whether a snapshot of `levels` is stored (callers caching their own per-node sums use it)."""
@@ -740,7 +742,6 @@ class Grouper:
         self._slot_levels[slot] = classes.levels
         if self._level_offsets is not None:
             self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets) if packed is None else packed
-        self._slot_cost[slot] = snapshot.rollup_cost
-        self._slot_snap[slot] = snapshot
         self._tick += 1
-        self._slot_used[slot] = self._tick
+        self._slot_cost[slot] = (min(snapshot.rollup_cost, _MAX_RANK_COST) << 32) | (self._tick & _TICK_MASK)
+        self._slot_snap[slot] = snapshot

@@ -5,7 +5,8 @@ matrix by this class map"; the matrix appears when a criterion reads it. The ref
 recounts (generalized QI codes, sensitive code) pairs of the rows in a Python Counter,
 sharing no code with the grouper.
 
-Which bug makes these fail: a composed class map applied in the wrong order, a renumbering
+Which bug makes these fail: a composed class map applied in the wrong order, rows of the key
+span picked for the wrong classes, a renumbering
 moved the wrong way (out = base[map] instead of out[map] = base), a recipe that is not kept
 once computed (or that computes its base again), a roll-up of a "count the rows" recipe
 that keeps a row map, a pickled histogram that ships its rows, a search whose optimum or
@@ -22,7 +23,7 @@ import pytest
 
 from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.histograms import ClassSums, Histograms, RowCounts
+from fedanon.engine.histograms import ClassSums, Histograms, KeyCounts, RowCounts
 from test_engine_saturation import QIS, _grouper, _nodes, _random_table, assert_same_result
 
 
@@ -41,12 +42,14 @@ def _recount(table, hier, levels: tuple[int, ...], classes) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_rows_and_rollups_give_the_recounted_histograms_when_read(seed, monkeypatch):
+@pytest.mark.parametrize("path,recipe", [("block", KeyCounts), ("classes", RowCounts)])
+def test_rows_and_rollups_give_the_recounted_histograms_when_read(seed, path, recipe, monkeypatch):
     from fedanon.engine import grouping
 
-    # small spans count (class, value) cells block by block at once; the recipes are for the
-    # larger spans of real tables, so that path is turned off here
-    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 0)
+    # this table's key spans are small: rows are counted over the span ("block", cells by key);
+    # with that path off, by classes ("classes", cells by the row -> class map)
+    if path == "classes":
+        monkeypatch.setattr(grouping, "_BLOCK_SPAN", 0)
     table, hier = _random_table(seed, n_rows=600, domain=12)  # 12 values: dense histograms
     grouper = _grouper(table, hier, None)
     nodes = _nodes([5, 4, 3], seed)
@@ -57,6 +60,7 @@ def test_rows_and_rollups_give_the_recounted_histograms_when_read(seed, monkeypa
         assert isinstance(hists, Histograms)
         if hists.pending("s"):
             seen_pending["roll-up" if rolled else "rows"] += 1
+            assert isinstance(hists._values["s"], ClassSums if rolled else recipe)
         got = hists["s"]
         assert not hists.pending("s") and hists["s"] is got  # computed once, then kept
         assert got.dtype == np.int64
@@ -129,7 +133,7 @@ def test_a_search_with_deferred_counts_equals_one_that_counts_at_once(suppressio
     table, hier = _random_table(5, n_rows=700, domain=12)
     config = AnonymizationConfig(QIS, suppression=suppression, **model)
     deferred = search_and_apply(prep := prepare(table, hier, config), prep.checker)
-    monkeypatch.setattr(grouping, "_DEFER_ROW_COUNTS", 0)  # every node counts its rows at once
+    monkeypatch.setattr(grouping, "_DEFER_ROW_COUNTS", 0)  # every node counts its rows at once (both paths)
     monkeypatch.setattr(Histograms, "rolled_up", _eager_rolled_up)
     eager = search_and_apply(prep2 := prepare(table, hier, config), prep2.checker)
     assert_same_result(deferred, eager)

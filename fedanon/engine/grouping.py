@@ -22,7 +22,7 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.histograms import Histograms, RowCounts, sum_by_group
+from fedanon.engine.histograms import Histograms, KeyCounts, RowCounts, sum_by_group
 
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
@@ -30,8 +30,9 @@ _BLOCK_SPAN = 1 << 16  # largest key span counted block by block (the counts sta
 _FLOAT_EXACT = 1 << 53  # roll-up keys below this span are one float matrix-vector product (exact)
 _ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this many times the classes
 # tables up to this many rows count a dense histogram from rows only when it is read: until then
-# the node keeps its row -> class map (8 bytes a row, for every stored snapshot: at most 128 MiB
-# over 256 snapshots); larger tables count at once, as their maps would hold too much memory
+# the node keeps its row -> class map or its rows' keys (at most 8 bytes a row, for every stored
+# snapshot: at most 128 MiB over 256 snapshots); larger tables count at once, as their maps
+# would hold too much memory
 _DEFER_ROW_COUNTS = 1 << 16
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
@@ -586,11 +587,12 @@ class Grouper:
         cells: dict[str, np.ndarray] = {}
         subset: np.ndarray | None = None
         subset_rows = self._subset_rows
+        defer = n <= min(_DEFER_ROW_COUNTS, _BLOCK_ROWS)  # one block: its keys give the cells when read
         for start in range(0, max(n, 1), _BLOCK_ROWS):
             stop = min(n, start + _BLOCK_ROWS)
             key, _, _ = combined_key([c[start:stop] for c in cols], radices)
             counts = _accumulate(counts, np.bincount(key, minlength=span))
-            for attr, scodes in self.sensitive_codes.items():
+            for attr, scodes in ({} if defer else self.sensitive_codes).items():
                 d = self.sensitive_sizes[attr]
                 cell = key.astype(np.int64)
                 np.multiply(cell, d, out=cell)
@@ -602,7 +604,10 @@ class Grouper:
         assert counts is not None  # the loop runs at least once
         present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
         codes = mixed_radix_digits(present, radices)
-        hists = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
+        hists: dict = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
+        if defer:
+            hists = {a: KeyCounts(key, scodes, span, self.sensitive_sizes[a], present)
+                     for a, scodes in self.sensitive_codes.items()}
         subset_sizes = None if subset is None else subset[present].astype(np.int64, copy=False)
         return Classes(levels, codes, ClassStats(counts[present], Histograms(hists), subset_sizes))
 

@@ -59,7 +59,16 @@ def _column_index(d: int) -> np.ndarray:
     return index
 
 
-class RowCounts:
+class Recipe:
+    """How to compute a dense (classes x domain) histogram, kept instead of the matrix."""
+
+    __slots__ = ()
+
+    def compute(self) -> np.ndarray:
+        raise NotImplementedError
+
+
+class RowCounts(Recipe):
     """Recipe: the (classes x domain) counts of (class of row, code of row) pairs."""
 
     __slots__ = ("row_class", "codes", "n_classes", "domain")
@@ -73,7 +82,23 @@ class RowCounts:
             self.n_classes, d).astype(np.int64, copy=False)
 
 
-class ClassSums:
+class KeyCounts(Recipe):
+    """Recipe: counts of (key of row, code of row) pairs over the whole key span, then the rows
+    of the present keys (the classes, ascending) -- the counting path of a small key span."""
+
+    __slots__ = ("key", "codes", "span", "domain", "present")
+
+    def __init__(self, key: np.ndarray, codes: np.ndarray, span: int, domain: int, present: np.ndarray) -> None:
+        self.key, self.codes, self.span, self.domain, self.present = key, codes, int(span), int(domain), present
+
+    def compute(self) -> np.ndarray:
+        cell = self.key.astype(np.int64)
+        np.multiply(cell, self.domain, out=cell)
+        np.add(cell, self.codes, out=cell)
+        return np.bincount(cell, minlength=self.span * self.domain).reshape(self.span, self.domain)[self.present]
+
+
+class ClassSums(Recipe):
     """Recipe: the rows of an existing matrix summed per class of a class map.
 
     Where the map is a bijection (a roll-up that merged nothing), the rows are moved."""
@@ -92,7 +117,6 @@ class ClassSums:
 
 
 Histogram = Union[np.ndarray, SparseHistogram]
-_Recipe = Union[RowCounts, ClassSums]
 
 
 class Histograms(Mapping):
@@ -100,12 +124,12 @@ class Histograms(Mapping):
 
     __slots__ = ("_values",)
 
-    def __init__(self, values: Mapping[str, Histogram | _Recipe] | None = None) -> None:
-        self._values: dict[str, Histogram | _Recipe] = dict(values or {})
+    def __init__(self, values: Mapping[str, Histogram | Recipe] | None = None) -> None:
+        self._values: dict[str, Histogram | Recipe] = dict(values or {})
 
     def __getitem__(self, attr: str) -> Histogram:
         value = self._values[attr]
-        if isinstance(value, (RowCounts, ClassSums)):
+        if isinstance(value, Recipe):
             value = self._values[attr] = value.compute()
         return value
 
@@ -131,7 +155,7 @@ class Histograms(Mapping):
         value = self._values[attr]
         if isinstance(value, SparseHistogram):
             return value.pending
-        return isinstance(value, (RowCounts, ClassSums))
+        return isinstance(value, Recipe)
 
     def sparse(self) -> Iterator[SparseHistogram]:
         """The sparse histograms, without computing any dense one."""
@@ -140,7 +164,7 @@ class Histograms(Mapping):
     def rolled_up(self, class_map: np.ndarray, n_classes: int) -> "Histograms":
         """The histograms of the coarser classes (class c here becomes class_map[c]), computed
         when read."""
-        out: dict[str, Histogram | _Recipe] = {}
+        out: dict[str, Histogram | Recipe] = {}
         for attr, value in self._values.items():
             if isinstance(value, SparseHistogram):
                 out[attr] = value.rollup(class_map, n_classes)

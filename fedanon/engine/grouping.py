@@ -437,6 +437,7 @@ class Grouper:
         self._free_slots = list(range(history_size - 1, -1, -1))
         self._level_maps: dict[tuple, np.ndarray] = {}
         self._stride_cache: dict[tuple[int, ...], np.ndarray] = {}  # radices -> key strides
+        self._shapes: dict[tuple[int, ...], tuple[list[int], int, bool, np.ndarray]] = {}  # levels -> `_shape`
         self.rollups = 0
         self.row_groupings = 0
         #: groups the rows of a node elsewhere (worker processes, `engine/parallel_grouping.py`);
@@ -490,8 +491,15 @@ class Grouper:
             self._level_maps[key] = m
         return m
 
-    def _radices(self, levels: tuple[int, ...]) -> list[int]:
-        return [self.level_sizes[i][l] for i, l in enumerate(levels)]
+    def _shape(self, levels: tuple[int, ...]) -> tuple[list[int], int, bool, np.ndarray]:
+        """(radices, key span, exact, float strides) of a node's key, cached per node: a check
+        needs them once or twice, and building them cost ~10 us of Python per check."""
+        shape = self._shapes.get(levels)
+        if shape is None:
+            radices = [self.level_sizes[i][l] for i, l in enumerate(levels)]
+            span, exact = key_span(radices)
+            shape = self._shapes[levels] = (radices, span, exact, self._strides(radices))
+        return shape
 
     def _float_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
         """`level_map` as float64 (gathered straight into the roll-up's float code matrix)."""
@@ -512,7 +520,7 @@ class Grouper:
             strides = self._stride_cache[cache_key] = np.array(values, dtype=np.float64)
         return strides
 
-    def _rollup_key(self, base: Classes, changed: list[tuple[int, int, int]], radices: list[int]) -> np.ndarray:
+    def _rollup_key(self, base: Classes, changed: list[tuple[int, int, int]], strides: np.ndarray) -> np.ndarray:
         """Mixed-radix key at the roll-up's levels (`changed`: QI, from, to) of every class of `base`.
 
         One float matrix-vector product instead of a multiply and an add per QI (on class
@@ -522,7 +530,7 @@ class Grouper:
         values = base.codes.astype(np.float64)
         for i, src, dst in changed:
             values[:, i] = self._float_level_map(i, src, dst)[base.codes[:, i]]
-        return (values @ self._strides(radices)).astype(np.int64)
+        return (values @ strides).astype(np.int64)
 
     # ------------------------------------------------------------------ grouping
     def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
@@ -531,8 +539,7 @@ class Grouper:
         if self.row_partitions is not None and not keep_rows:
             return self.row_partitions.group_rows(tuple(levels))
         cols = [self.column(i, l) for i, l in enumerate(levels)]
-        radices = self._radices(levels)
-        span, exact = key_span(radices)
+        radices, span, exact, _ = self._shape(tuple(levels))
         if exact and span <= _BLOCK_SPAN and not keep_rows and not self.sparse and all(
                 span * d <= _BLOCK_SPAN for d in self.sensitive_sizes.values()):
             return self._count_blocks(tuple(levels), cols, radices, span)
@@ -634,11 +641,10 @@ class Grouper:
     def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
         """Classes at `levels` from the classes of a more specific node `base`."""
         self.rollups += 1
-        radices = self._radices(levels)
-        span, exact = key_span(radices)
+        radices, span, exact, strides = self._shape(levels)
         changed = [(i, src, dst) for i, (src, dst) in enumerate(zip(base.levels, levels)) if src != dst]
         if exact and span <= _FLOAT_EXACT:
-            first, inverse = group_key(self._rollup_key(base, changed, radices), span,
+            first, inverse = group_key(self._rollup_key(base, changed, strides), span,
                                        counting_limit=_ROLLUP_COUNTING * base.count)
         else:
             cols = [base.codes[:, i] for i in range(self.n_qis)]

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from fedanon.engine.checker import Checker, ClassJudge, LocalChecker
+from fedanon.engine.checker import Checker, ClassJudge, LocalChecker, NodeEvaluation
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria, saturation_thresholds
 from fedanon.engine.flash import FlashSearch, SearchOutcome
@@ -338,9 +338,11 @@ def search_and_apply(
     config = prep.config
     limits = limits or SearchLimits()
     extra: dict = {}
+    evaluation: NodeEvaluation | None = None  # the optimum's check, where the search kept it
     if prep.lattice.size <= limits.node_budget:
         outcome = FlashSearch(prep.lattice, checker, progress).run()
         node_levels = None if outcome.node is None else prep.lattice.node_levels(outcome.node)
+        evaluation = outcome.evaluation
         best_loss, checks, algorithm, tagged, optimum_found = (outcome.loss, outcome.checks, outcome.algorithm,
                                                                outcome.tagged, outcome.optimum_found)
     else:
@@ -359,8 +361,17 @@ def search_and_apply(
             + ("" if optimum_found else f" (none found within the {limits.time_limit:g} s time limit)")
         )
     levels = node_levels
-    optimum = prep.grouper.group_rows(levels, keep_rows=True)
-    output, suppressed, kept = materialize(prep, levels, checker, optimum)
+    grouper = prep.grouper
+    if evaluation is not None and evaluation.suppressed_rows == 0 and not grouper.sensitive_codes \
+            and grouper.subset is None:
+        # no class fails (its check suppressed nothing) and nothing downstream needs each row's
+        # class: the output is the generalized columns, from the classes the search most likely
+        # stored -- no second grouping of every row with its row -> class map
+        optimum, _ = grouper.classes(levels)
+        output, suppressed, kept = generalize(prep, levels), np.zeros(prep.table.n_rows, dtype=bool), optimum.count
+    else:
+        optimum = grouper.group_rows(levels, keep_rows=True)
+        output, suppressed, kept = materialize(prep, levels, checker, optimum)
     elapsed = time.perf_counter() - start
     return AnonymizationResult(
         transformation={q: int(l) for q, l in zip(config.quasi_identifiers, levels)},

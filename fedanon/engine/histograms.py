@@ -9,10 +9,11 @@ diversity and 5 % suppression those two steps were about a third of the search.
 
 `Histograms` maps each sensitive attribute to its class histogram, dense (a NumPy
 matrix) or sparse (`classhist.SparseHistogram`, which defers on its own). A dense one
-may be held as a recipe instead: "count these rows" or "sum this matrix by that class
-map". Reading the attribute (`histograms[a]`) computes and keeps the matrix. A roll-up
-of a recipe composes class maps, so it always starts from a matrix that exists, and
-a roll-up of a "count the rows" recipe counts the rows first (composing would keep a
+may be held as a recipe instead: "count these rows by class" (`RowCounts`), "count these
+rows by key over the key span" (`KeyCounts`, the counting path of small spans) or "sum this
+matrix by that class map" (`ClassSums`). Reading the attribute (`histograms[a]`) computes
+and keeps the matrix. A roll-up of a sum composes class maps, so it always starts from a
+matrix that exists, and a roll-up of a count counts the rows first (composing would keep a
 map as long as the table per roll-up) -- the same rules `SparseHistogram` follows.
 Results are bit for bit the eager ones: the same integer sums in the same order.
 """

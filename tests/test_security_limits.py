@@ -61,6 +61,17 @@ def _log(net: SimulatedNetwork, name: str) -> str:
     return (net.dir / "logs" / f"{name}.log").read_text(errors="replace")
 
 
+def _log_with(net: SimulatedNetwork, name: str, text: str, within_s: float = 10.0) -> str:
+    """The daemon's log once it holds `text` (or as it is after `within_s`): the daemon writes
+    its line after the peer already sees the effect (a cut stream), so reading at once raced."""
+    deadline = time.monotonic() + within_s
+    log = _log(net, name)
+    while text not in log and time.monotonic() < deadline:
+        time.sleep(0.05)
+        log = _log(net, name)
+    return log
+
+
 def _blocking(first: pb.Chunk | None, release: threading.Event):
     """A request stream that sends `first` (if any) and then stays open, silent, until released."""
     if first is not None:
@@ -80,7 +91,7 @@ def test_idle_streams_are_capped_per_peer_and_cut_when_idle(net: SimulatedNetwor
         cut = [e for e in errors if e is not None and e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED]
         assert len(refused) == 36 and "'p2'" in refused[0].details() and "max_streams_per_peer" in refused[0].details()
         assert len(cut) == 4  # the admitted four were cut after limits.idle_stream_s without data
-        assert "cut a message stream from 'p2'" in _log(net, "p1")
+        assert "cut a message stream from 'p2'" in _log_with(net, "p1", "cut a message stream from 'p2'")
     finally:
         release.set()
         ch.close()

@@ -330,3 +330,34 @@ def test_hierarchical_closeness_on_a_forest_has_no_lower_bound():
     stats = ClassStats(hist.sum(axis=1), {"s": hist})
     assert np.allclose(crit.distances(stats), [0.0, 1 / 3])
     assert crit.classes_ok(stats).tolist() == [True, False]
+
+
+def test_hierarchical_closeness_on_a_forest_is_not_monotone_and_flash_still_finds_the_optimum():
+    """The case the property test against the exhaustive search found (CI, session 9): with two
+    top-level trees the EMD is not convex, so merging classes can break t-closeness. Flash used
+    to tag every generalization of a t-close node as t-close and returned (1,0,0) with loss 1
+    where the bottom node (loss 0) is t-close; the criterion now declares itself not monotone."""
+    from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize
+    from fedanon.engine.exhaustive import exhaustive_optimum
+
+    rows = [["q00", "q10", "q20", "s0"], ["q00", "q10", "q20", "s1"], ["q00", "q10", "q20", "s1"],
+            ["q00", "q10", "q20", "s1"], ["q01", "q10", "q20", "s1"], ["q01", "q10", "q20", "s3"],
+            ["q01", "q11", "q20", "s2"]]
+    table = EncodedTable.from_rows(["q0", "q1", "q2", "s"], rows)
+    hier = {"q0": Hierarchy.from_rows("q0", [["q00", "*"], ["q01", "*"]]),
+            "q1": Hierarchy.from_rows("q1", [["q10", "*"], ["q11", "*"]]),
+            "q2": Hierarchy.from_rows("q2", [["q20"], ["q21"]])}
+    for top in ("*", None):  # one root (monotone, Flash_B) and two top-level trees
+        hier["s"] = Hierarchy.from_rows("s", [["s0", "m0", top or "t0"], ["s2", "m0", top or "t0"],
+                                              ["s1", "m1", top or "t1"], ["s3", "m1", top or "t1"]])
+        config = AnonymizationConfig(["q0", "q1", "q2"], k=1, t_closeness=TCloseness(0.15, "hierarchical", "s"),
+                                     metric="height")
+        expected, expected_loss = exhaustive_optimum(table, hier, config, None)
+        result = anonymize(table, hier, config)
+        assert result.transformation == expected and result.information_loss == expected_loss
+        crit = TClosenessCriterion(TCloseness(0.15, "hierarchical", "s"))
+        code_map, _ = hier["s"].code_map(table.dictionaries[3])
+        crit.prepare(CriterionContext(n_rows=7, histograms_total={"s": np.array([1, 4, 1, 1])},
+                                      sensitive_code_maps={"s": code_map}))
+        assert crit.monotone == (top == "*")
+    assert expected == {"q0": 0, "q1": 0, "q2": 0} and result.algorithm.startswith("Flash_2P")

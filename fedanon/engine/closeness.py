@@ -77,6 +77,14 @@ class TClosenessCriterion(Criterion):
             if maps is None:
                 raise InputError(f"hierarchical t-closeness needs the hierarchy of {attr!r}")
             self._build_tree(np.asarray(maps), len(total))
+            # Generalization keeps a node t-close only where the EMD is convex in the class's
+            # distribution (a merged class is a mixture of its parts). Below one root it is. With
+            # several top-level trees the top level adds min(pos, pos - net) = pos - max(net, 0)
+            # for a nonzero net surplus, which is not convex: merging two t-close classes can
+            # give one that is not, and Flash's tagging of generalizations as t-close would skip
+            # the optimum (found by the property test against the exhaustive search). So the
+            # criterion says so and the search checks instead of tagging.
+            self.monotone = self._height == 0 or self._rooted
             self._q_nodes = [np.bincount(self._leaf_node, weights=self._q, minlength=self._leaf.shape[1])]
             for parent_of in self._parent_of:
                 self._q_nodes.append(np.bincount(parent_of, weights=self._q_nodes[-1]))

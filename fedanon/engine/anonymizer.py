@@ -179,12 +179,8 @@ def metric_context(structure: Structure, n_rows: int, cardinalities: list[list[n
     qis = list(structure.config.quasi_identifiers)
     leaf = []
     for i, (q, cm) in enumerate(zip(qis, structure.code_maps)):
-        total_leaves = len(structure.hierarchies[q].rows)
-        per_leaf = []
-        for l in range(cm.shape[0]):
-            counts = structure.hierarchies[q].leaf_counts(l, structure.level_dicts[i][l])
-            per_leaf.append((counts - 1) / (total_leaves - 1) if total_leaves > 1 else np.zeros(len(counts)))
-        leaf.append(per_leaf)
+        leaf.append([structure.hierarchies[q].loss_fractions(l, structure.level_dicts[i][l])
+                     for l in range(cm.shape[0])])
     return MetricContext(
         n_rows=n_rows,
         heights=[int(cm.shape[0]) for cm in structure.code_maps],

@@ -90,12 +90,7 @@ class _QiLevels:
         self.codes = [code_map[level][col].astype(np.int64) for level in range(self.height)]
         self.counts = [np.bincount(c, minlength=len(labels[level])).astype(np.float64)
                        for level, c in enumerate(self.codes)]
-        leaves = len(hierarchy.rows)
-        self.leaf_fraction = [
-            (hierarchy.leaf_counts(level, labels[level]) - 1) / (leaves - 1) if leaves > 1
-            else np.zeros(len(labels[level]))
-            for level in range(self.height)
-        ]
+        self.leaf_fraction = [hierarchy.loss_fractions(level, labels[level]) for level in range(self.height)]
 
     def at(self, levels: np.ndarray) -> np.ndarray:
         """Each row's code at its own level, offset per level so codes of different levels never meet."""

@@ -50,8 +50,6 @@ class TClosenessCriterion(Criterion):
         self.needs_histogram = model.attribute
         self.monotone_with_suppression = False
         self._q: np.ndarray | None = None
-        # hierarchical: per level j ≥ 1 a 0/1 matrix (codes at level j-1) × (codes at level j)
-        self._up: list[np.ndarray] = []
         # every node of every level as a column: leaf -> the node above it (`_tree_cost`)
         self._node_of_leaf = np.zeros((0, 0))
         self._node_weight = np.zeros(0)
@@ -123,7 +121,9 @@ class TClosenessCriterion(Criterion):
         return max(1, n_rows)
 
     def _build_tree(self, code_map: np.ndarray, n_leaves: int) -> None:
-        """One child→parent indicator matrix per level, from the level-0 code map."""
+        """The tree's forms from the level-0 code map: every level's nodes as leaf indicators
+        with their weights (`_tree_cost`), and each level's child -> parent codes (`_emd_sparse`).
+        Built anew on each call, so preparing a criterion twice leaves no duplicate levels."""
         if code_map.shape[1] != n_leaves:
             raise InputError(f"hierarchy of {self.model.attribute!r} covers {code_map.shape[1]} values, "
                              f"the table has {n_leaves}")
@@ -133,13 +133,14 @@ class TClosenessCriterion(Criterion):
         self._leaf_identity = bool(np.array_equal(code_map[0], np.arange(n_leaves)))
         # one common root: only then is every move between distinct values worth >= 1/H
         self._rooted = bool(n_leaves == 0 or code_map[self._height].max() == 0)
-        self._up = []
+        self._parent_of = []
+        up_matrices = []  # per level j ≥ 1: a 0/1 matrix (codes at level j-1) × (codes at level j)
         for level in range(1, self._height + 1):
             child = code_map[level - 1]
             parent = code_map[level]
             up = np.zeros((int(child.max()) + 1, int(parent.max()) + 1), dtype=np.float64)
             up[child, parent] = 1.0
-            self._up.append(up)
+            up_matrices.append(up)
             parent_of = np.zeros(int(child.max()) + 1, dtype=np.int64)
             parent_of[child] = parent
             self._parent_of.append(parent_of)
@@ -147,7 +148,7 @@ class TClosenessCriterion(Criterion):
         # levels 0..H side by side, each column a node's 0/1 leaf indicator; the weights turn
         # the positive parts of the nodes' net surplus into the cost (see `_tree_cost`)
         below = [self._leaf]
-        for up in self._up:
+        for up in up_matrices:
             below.append(below[-1] @ up)
         self._node_of_leaf = np.hstack(below)
         h = max(self._height, 1)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.engine.config import AnonymizationConfig
+from fedanon.engine.histograms import Histograms
 
 
 @dataclass
@@ -22,10 +23,14 @@ class ClassStats:
     """Per-class statistics of one transformed table; every field is additive."""
 
     sizes: np.ndarray
-    # attribute -> (classes x codes) counts: a dict, or the grouper's `histograms.Histograms`,
-    # which computes a dense matrix when a criterion first reads it
+    # attribute -> (classes x codes) counts; given as any mapping, kept as a `Histograms`, which
+    # may hold a recipe that computes a dense matrix when a criterion first reads it
     histograms: Mapping[str, Any] = field(default_factory=dict)
     subset_sizes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.histograms, Histograms):
+            self.histograms = Histograms(self.histograms)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.histograms import Histograms, KeyCounts, RowCounts, sum_by_group
+from fedanon.engine.histograms import KeyCounts, RowCounts, sum_by_group
 
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
@@ -334,10 +334,12 @@ def packed_levels(levels: tuple[int, ...], offsets: list[int]) -> int:
     return packed
 
 
-def histograms_of(stats: ClassStats) -> Histograms:
-    """The statistics' histograms as a `Histograms` (a caller may have given a plain dict)."""
-    hists = stats.histograms
-    return hists if isinstance(hists, Histograms) else Histograms(hists)
+def _float_strides(radices: list[int]) -> np.ndarray:
+    """Place values of the mixed-radix key over `radices` (QI 0 most significant), float64."""
+    values = [1.0] * len(radices)
+    for i in range(len(radices) - 2, -1, -1):
+        values[i] = values[i + 1] * max(radices[i + 1], 1)
+    return np.array(values, dtype=np.float64)
 
 
 def _accumulate(total: np.ndarray | None, part: np.ndarray) -> np.ndarray:
@@ -354,7 +356,7 @@ def _rollup_cost(classes: Classes) -> int:
     roll-up's are summed only if a criterion reads them, so they are not counted)."""
     if not classes.stats.histograms:
         return classes.count
-    return classes.count + sum(h.entries for h in histograms_of(classes.stats).sparse() if not h.pending)
+    return classes.count + sum(h.entries for h in classes.stats.histograms.sparse() if not h.pending)
 
 
 class RowPartitions(Protocol):
@@ -430,13 +432,12 @@ class Grouper:
         self._slot_packed = np.zeros(history_size, dtype=np.int64)
         # per slot: roll-up cost << 32 | last use (the LRU position, which breaks ties), so the
         # cheapest stored specialization, least recently used among equals, is one argmin
-        self._slot_cost = np.full(history_size, _FREE_COST, dtype=np.int64)  # the rank; the maximum when free
+        self._slot_rank = np.full(history_size, _FREE_COST, dtype=np.int64)  # the maximum when free
         self._tick = 0
         self._slot_snap: list[Classes | None] = [None] * history_size
         self._slot_of: dict[tuple[int, ...], int] = {}
         self._free_slots = list(range(history_size - 1, -1, -1))
         self._level_maps: dict[tuple, np.ndarray] = {}
-        self._stride_cache: dict[tuple[int, ...], np.ndarray] = {}  # radices -> key strides
         self._shapes: dict[tuple[int, ...], tuple[list[int], int, bool, np.ndarray]] = {}  # levels -> `_shape`
         self.rollups = 0
         self.row_groupings = 0
@@ -498,7 +499,7 @@ class Grouper:
         if shape is None:
             radices = [self.level_sizes[i][l] for i, l in enumerate(levels)]
             span, exact = key_span(radices)
-            shape = self._shapes[levels] = (radices, span, exact, self._strides(radices))
+            shape = self._shapes[levels] = (radices, span, exact, _float_strides(radices))
         return shape
 
     def _float_level_map(self, qi: int, src: int, dst: int) -> np.ndarray:
@@ -508,17 +509,6 @@ class Grouper:
         if m is None:
             m = self._level_maps[key] = self.level_map(qi, src, dst).astype(np.float64)
         return m
-
-    def _strides(self, radices: list[int]) -> np.ndarray:
-        """Place values of the mixed-radix key over `radices` (QI 0 most significant), float64, cached."""
-        cache_key = tuple(radices)
-        strides = self._stride_cache.get(cache_key)
-        if strides is None:
-            values = [1.0] * len(radices)
-            for i in range(len(radices) - 2, -1, -1):
-                values[i] = values[i + 1] * max(radices[i + 1], 1)
-            strides = self._stride_cache[cache_key] = np.array(values, dtype=np.float64)
-        return strides
 
     def _rollup_key(self, base: Classes, changed: list[tuple[int, int, int]], strides: np.ndarray) -> np.ndarray:
         """Mixed-radix key at the roll-up's levels (`changed`: QI, from, to) of every class of `base`.
@@ -616,7 +606,7 @@ class Grouper:
             hists = {a: KeyCounts(key, scodes, span, self.sensitive_sizes[a], present)
                      for a, scodes in self.sensitive_codes.items()}
         subset_sizes = None if subset is None else subset[present].astype(np.int64, copy=False)
-        return Classes(levels, codes, ClassStats(counts[present], Histograms(hists), subset_sizes))
+        return Classes(levels, codes, ClassStats(counts[present], hists, subset_sizes))
 
     def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray, inverse: np.ndarray,
                    sizes: np.ndarray | None, keep_rows: bool) -> Classes:
@@ -636,7 +626,7 @@ class Grouper:
         subset_sizes = None
         if self._subset_rows is not None:
             subset_sizes = np.bincount(np.take(inverse, self._subset_rows), minlength=n_classes).astype(np.int64, copy=False)
-        return Classes(levels, codes, ClassStats(sizes, Histograms(hists), subset_sizes), inverse if keep_rows else None)
+        return Classes(levels, codes, ClassStats(sizes, hists, subset_sizes), inverse if keep_rows else None)
 
     def rollup(self, base: Classes, levels: tuple[int, ...]) -> Classes:
         """Classes at `levels` from the classes of a more specific node `base`."""
@@ -658,7 +648,7 @@ class Grouper:
             codes[:, i] = self.level_map(i, src, dst)[codes[:, i]]
         st = base.stats
         # the histograms are summed when a criterion reads them (most nodes fail on sizes alone)
-        hists = histograms_of(st).rolled_up(inverse, n_classes) if st.histograms else st.histograms
+        hists = st.histograms.rolled_up(inverse, n_classes) if st.histograms else st.histograms
         if n_classes == base.count:
             # nothing merged: the statistics are just reordered
             def move(values: np.ndarray) -> np.ndarray:
@@ -700,7 +690,7 @@ class Grouper:
                 below = ((asked - self._slot_packed) & self._guard) == self._guard
             else:
                 below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
-            rank = np.where(below, self._slot_cost, _FREE_COST)
+            rank = np.where(below, self._slot_rank, _FREE_COST)
             slot = int(rank.argmin())
             if rank[slot] < _FREE_COST:
                 best = self._slot_snap[slot]
@@ -719,7 +709,7 @@ class Grouper:
         self._history.move_to_end(levels)
         self._tick += 1
         slot = self._slot_of[levels]
-        self._slot_cost[slot] = (self._slot_cost[slot] >> 32 << 32) | (self._tick & _TICK_MASK)
+        self._slot_rank[slot] = (self._slot_rank[slot] >> 32 << 32) | (self._tick & _TICK_MASK)
 
     def remembers(self, levels: tuple[int, ...]) -> bool:
         """Whether a snapshot of `levels` is stored (callers caching their own per-node sums use it)."""
@@ -741,7 +731,7 @@ class Grouper:
             self._history_classes -= old.count
             slot = self._slot_of.pop(old_levels)
             self._slot_levels[slot] = _FREE_LEVEL
-            self._slot_cost[slot] = _FREE_COST
+            self._slot_rank[slot] = _FREE_COST
             self._slot_snap[slot] = None
             self._free_slots.append(slot)
         if classes.count > self.history_budget:
@@ -754,5 +744,5 @@ class Grouper:
         if self._level_offsets is not None:
             self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets) if packed is None else packed
         self._tick += 1
-        self._slot_cost[slot] = (min(snapshot.rollup_cost, _MAX_RANK_COST) << 32) | (self._tick & _TICK_MASK)
+        self._slot_rank[slot] = (min(snapshot.rollup_cost, _MAX_RANK_COST) << 32) | (self._tick & _TICK_MASK)
         self._slot_snap[slot] = snapshot

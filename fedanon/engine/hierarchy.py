@@ -156,6 +156,14 @@ class Hierarchy:
             counts[row[level]] = counts.get(row[level], 0) + 1
         return np.array([counts.get(v, 1) for v in level_dictionary], dtype=np.int64)
 
+    def loss_fractions(self, level: int, level_dictionary: list[bytes]) -> np.ndarray:
+        """Iyengar's loss of a cell holding each level value: (leaves below it - 1) / (leaves - 1);
+        0 everywhere for a hierarchy of one leaf. The loss metric, the report and the baselines
+        all charge a cell this."""
+        counts = self.leaf_counts(level, level_dictionary)
+        total = len(self.rows)
+        return (counts - 1) / (total - 1) if total > 1 else np.zeros(len(counts))
+
     def merge(self, other: "Hierarchy") -> "Hierarchy":
         """Union of rules (horizontal integration); duplicates dropped, conflicts rejected."""
         if other.height != self.height:

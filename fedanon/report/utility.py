@@ -128,8 +128,7 @@ def attribute_utility(table: EncodedTable, hierarchies: Mapping[str, Hierarchy],
         h = hierarchies[q]
         c = table.column_index(q)
         code_map, level_dicts = code_maps[q]
-        leaves = h.leaf_counts(level, level_dicts[level])
-        frac = (leaves - 1) / (len(h.rows) - 1) if len(h.rows) > 1 else np.zeros(len(leaves))
+        frac = h.loss_fractions(level, level_dicts[level])
         released = counts.released(c)
         per_value = frac[code_map[level]]
         loss = (float(per_value @ released) + counts.n_suppressed) / n

@@ -230,15 +230,18 @@ def test_engine_uses_the_column_major_columns_without_copying():
         assert np.array_equal(prep.grouper.qi_column(i), table.codes[:, ci])
 
 
-@pytest.mark.parametrize("ahead", [1, 4])  # batches formatted on threads: written in order however far ahead
+@pytest.mark.parametrize("ahead", [1, 2])  # batches formatted on threads: written in order however far ahead
+@pytest.mark.parametrize("cores", [1, 16])  # 2 formatting threads, or WRITE_THREADS_MAX
 @pytest.mark.parametrize("values", [["a", "bb", "1-5", "ü"], ["a", "x;y", ' lead', 'q"t', "multi\nline", ""]])
-def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values, ahead, monkeypatch):
+def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values, ahead, cores, monkeypatch):
     """Both writer paths (pyarrow's CSV writer when nothing needs quoting, quoted joins
     otherwise), batch boundaries and a row selection against csv.writer."""
     from fedanon.engine import csvio
     from fedanon.engine.csvio import write_columns
 
-    monkeypatch.setattr(csvio, "WRITE_AHEAD", ahead)
+    monkeypatch.setattr(csvio, "WRITE_AHEAD_PER_THREAD", ahead)
+    monkeypatch.setattr(csvio, "available_cores", lambda: cores)
+    assert csvio.write_threads() == (2 if cores == 1 else csvio.WRITE_THREADS_MAX)
 
     rng = np.random.default_rng(len(values))
     n = 2 * csvio.WRITE_BATCH_ROWS + 17

@@ -22,13 +22,13 @@ from __future__ import annotations
 import atexit
 import logging
 import multiprocessing
-import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
+from fedanon.cores import available_cores
 from fedanon.errors import FedanonError
 
 T = TypeVar("T")
@@ -42,14 +42,6 @@ CHUNKS_PER_WORKER = 4
 _log = logging.getLogger(__name__)
 _pools: dict[int, ProcessPoolExecutor] = {}
 _lock = threading.Lock()
-
-
-def available_cores() -> int:
-    """Cores this process may run on (respects CPU affinity / container limits)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def resolve_workers(workers: int | None) -> int:

@@ -27,13 +27,14 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from fedanon.cores import available_cores
 from fedanon.errors import InputError
 
 DEFAULT_DELIMITER = ";"
 DEFAULT_ENCODING = "utf-8"
 WRITE_BATCH_ROWS = 1 << 16
-WRITE_THREADS = 2  # formatting threads (pyarrow formats without the GIL)
-WRITE_AHEAD = 4  # batches formatted ahead of the file at most (~5 MB each at 65,536 rows)
+WRITE_THREADS_MAX = 8  # formatting threads (pyarrow formats without the GIL): one per core, 2..8
+WRITE_AHEAD_PER_THREAD = 2  # batches formatted ahead of the file at most (~5 MB each at 65,536 rows)
 READ_BLOCK_BYTES = 1 << 22  # pyarrow's parse unit (default 1 MiB): fewer, larger blocks parse faster
 # Python codec names whose text has '"', CR and LF only as those ASCII bytes (see `may_quote`)
 _ASCII_SAFE_ENCODINGS = {"utf-8", "ascii", "iso8859-1", "iso8859-15", "cp1252"}
@@ -369,8 +370,8 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
     quoted once; rows are never one Python object each. When no value needs quoting
     (the usual case) pyarrow's CSV writer formats the dictionary-encoded columns (about
     twice as fast); otherwise pyarrow joins the quoted values column-wise. Batches are
-    formatted into memory on `WRITE_THREADS` threads (pyarrow runs without the GIL) and
-    written in order, at most `WRITE_AHEAD` batches ahead of the file.
+    formatted into memory on `write_threads()` threads (pyarrow runs without the GIL) and
+    written in order, at most `WRITE_AHEAD_PER_THREAD` batches per thread ahead of the file.
     """
     import pyarrow as pa
 
@@ -401,17 +402,24 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
     return total
 
 
+def write_threads() -> int:
+    """Formatting threads: one per usable core, at least 2 (the file write itself waits on
+    I/O) and at most WRITE_THREADS_MAX (beyond that the ordered write is the bottleneck)."""
+    return max(2, min(WRITE_THREADS_MAX, available_cores()))
+
+
 def _write_in_order(fh, batch_text, starts: range) -> None:  # type: ignore[no-untyped-def]
     """Format batches on worker threads and write them in order, a bounded number ahead."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="fedanon-csv") as pool:
+    threads = write_threads()
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fedanon-csv") as pool:
         pending: deque = deque()
         try:
             for start in starts:
                 pending.append(pool.submit(batch_text, start))
-                if len(pending) >= WRITE_AHEAD:
+                if len(pending) >= WRITE_AHEAD_PER_THREAD * threads:
                     fh.write(pending.popleft().result())
             while pending:
                 fh.write(pending.popleft().result())

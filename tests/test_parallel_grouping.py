@@ -11,12 +11,14 @@ merge that drops, duplicates or mis-orders classes fails.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import fedanon
+from fedanon.engine import parallel_grouping
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize
 from fedanon.engine.anonymizer import prepare, search_and_apply
@@ -30,6 +32,14 @@ from fedanon.errors import InputError
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "salary-class"]
+
+
+@pytest.fixture(autouse=True)
+def every_node_to_the_workers(monkeypatch, request):
+    """The equality tests send every node to the workers, fine ones (large merges) too;
+    the test of the default rule keeps it."""
+    if "default_share" not in request.keywords:
+        monkeypatch.setattr(parallel_grouping, "MERGE_SPAN_SHARE", math.inf)
 
 
 def assert_same_classes(got: Classes, want: Classes) -> None:
@@ -134,6 +144,26 @@ def test_random_tables_every_sampled_node_equal(seed, n, workers, saturation):
     if saturation:  # the sampled nodes have classes of both kinds (else the case tests nothing)
         flags = np.concatenate([want[lv].stats.histograms["large"].saturated for lv in nodes])
         assert flags.any() and not flags.all()
+
+
+@pytest.mark.default_share
+def test_fine_nodes_stay_in_the_owning_process_and_coarse_ones_go_to_the_workers():
+    """By default a node goes to the workers only where workers x key span <= a quarter of the
+    rows (the merge stays small); every other node is grouped by the owner, with equal results."""
+    assert parallel_grouping.MERGE_SPAN_SHARE == 0.25
+    grouper = _random_grouper(5, 4000)
+    top = tuple(m.shape[0] - 1 for m in grouper.code_maps)
+    bottom = tuple(0 for _ in grouper.code_maps)  # span 2 * 9 * 30 * 5 = 2,700: 2 x 2,700 > 1,000
+    coarse = tuple(max(0, t - 1) for t in top)
+    spans = {lv: int(np.prod([grouper.level_sizes[i][l] for i, l in enumerate(lv)])) for lv in (top, bottom, coarse)}
+    assert 2 * spans[coarse] <= 1000 < 2 * spans[bottom]
+    want = {lv: grouper.group_rows(lv) for lv in spans}
+    with parallel_rows(grouper, 2) as pool:
+        assert [pool.takes(lv) for lv in (top, coarse, bottom)] == [True, True, False]
+        got = {lv: grouper.group_rows(lv) for lv in spans}
+        assert pool.groupings == 2  # top and coarse; the bottom node was grouped here
+    for lv in spans:
+        assert_same_classes(got[lv], want[lv])
 
 
 def _adult_table() -> tuple[EncodedTable, dict[str, Hierarchy]]:

@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
-from fedanon.engine.parallel_grouping import AUTO_MIN_ROWS, resolve_workers
+from fedanon.engine.parallel_grouping import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
 from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default: run until the optimum is proven)")
     search.add_argument("--workers", default="1", metavar="N|auto",
                         help="processes that group the rows of a check (row partitions in shared memory, "
-                             "class tables summed; same result). auto: one per CPU from "
+                             "class tables summed; same result; only nodes with few classes go to the "
+                             f"workers). auto: one per CPU, at most {AUTO_MAX_WORKERS}, from "
                              f"{AUTO_MIN_ROWS:,} rows on (default 1)")
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv", help="anonymized table")

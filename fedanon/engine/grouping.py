@@ -362,6 +362,9 @@ def _rollup_cost(classes: Classes) -> int:
 class RowPartitions(Protocol):
     """Something that groups all rows at a node, e.g. partition by partition in parallel."""
 
+    def takes(self, levels: tuple[int, ...]) -> bool:
+        """Whether grouping at `levels` goes here (else the grouper groups the rows itself)."""
+
     def group_rows(self, levels: tuple[int, ...]) -> Classes:
         """The classes of `levels` over all rows, as `Grouper.group_rows` computes them."""
 
@@ -526,7 +529,7 @@ class Grouper:
     def group_rows(self, levels: tuple[int, ...], keep_rows: bool = False) -> Classes:
         """Group the full table at `levels` (no snapshot used)."""
         self.row_groupings += 1
-        if self.row_partitions is not None and not keep_rows:
+        if self.row_partitions is not None and not keep_rows and self.row_partitions.takes(tuple(levels)):
             return self.row_partitions.group_rows(tuple(levels))
         cols = [self.column(i, l) for i, l in enumerate(levels)]
         radices, span, exact, _ = self._shape(tuple(levels))

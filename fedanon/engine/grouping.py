@@ -395,7 +395,7 @@ class Grouper:
         self.n_rows = int(qi_codes.shape[0] if isinstance(qi_codes, np.ndarray) else
                           self._qi_columns[0].shape[0] if self._qi_columns else 0)
         self.code_maps = code_maps
-        self.level_sizes = [[int(m[l].max()) + 1 if m.shape[1] else 0 for l in range(m.shape[0])] for m in code_maps]
+        self.level_sizes = [(m.max(axis=1) + 1).tolist() if m.shape[1] else [0] * m.shape[0] for m in code_maps]
         self.sensitive_codes = sensitive_codes or {}
         self.sensitive_sizes = sensitive_sizes or {}
         self.subset = None if subset is None else subset.astype(np.int64)
@@ -410,7 +410,8 @@ class Grouper:
         self.saturation = dict(saturation or {})
         # generalized codes in the narrowest unsigned type: 1-2 bytes per row and level instead
         # of 4, so on millions of rows 4x more cached columns fit and gathers move less memory
-        self._narrow_maps = [m.astype(narrowest_uint(int(m.max()) if m.size else 0)) for m in code_maps]
+        self._narrow_maps = [m.astype(narrowest_uint(max(sizes) - 1 if m.size else 0))
+                             for m, sizes in zip(code_maps, self.level_sizes)]
         self._columns: dict[tuple[int, int], np.ndarray] = {}
         self._column_bytes = 0
         self.column_cache_bytes = column_cache_mib << 20  # bound memory on very large tables

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class MetricContext:
     heights: list[int]  # levels per QI incl. level 0
     cardinalities: list[list[np.ndarray]]  # [qi][level] -> count of each level code over all rows
     level0_to_level: list[np.ndarray]  # [qi] -> code_map (height x d0)
-    leaf_fraction: list[list[np.ndarray]]  # [qi][level] -> (leaves-1)/(all leaves-1) per level code
+    leaf_fraction: Sequence[list[np.ndarray]]  # [qi][level] -> (leaves-1)/(all leaves-1) per level code
     min_class_size: int = 1
 
 

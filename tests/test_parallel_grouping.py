@@ -149,7 +149,8 @@ def test_random_tables_every_sampled_node_equal(seed, n, workers, saturation):
 @pytest.mark.default_share
 def test_fine_nodes_stay_in_the_owning_process_and_coarse_ones_go_to_the_workers():
     """By default a node goes to the workers only where workers x key span <= a quarter of the
-    rows (the merge stays small); every other node is grouped by the owner, with equal results."""
+    rows (the merge stays small); on a table with per-class histograms (no shuffle) every
+    other node is grouped by the owner, with equal results."""
     assert parallel_grouping.MERGE_SPAN_SHARE == 0.25
     grouper = _random_grouper(5, 4000)
     top = tuple(m.shape[0] - 1 for m in grouper.code_maps)
@@ -164,6 +165,36 @@ def test_fine_nodes_stay_in_the_owning_process_and_coarse_ones_go_to_the_workers
         assert pool.groupings == 2  # top and coarse; the bottom node was grouped here
     for lv in spans:
         assert_same_classes(got[lv], want[lv])
+
+
+def _sizes_only_grouper(seed: int, n: int) -> Grouper:
+    """No sensitive attribute, no research subset: class sizes are the only statistic."""
+    g = _random_grouper(seed, n)
+    return Grouper([g.qi_column(i) for i in range(g.n_qis)], g.code_maps)
+
+
+@pytest.mark.parametrize("seed,n,workers", [(11, 6000, 2), (12, 2500, 3), (13, 900, 4)])
+def test_shuffle_gives_the_classes_of_one_process(seed, n, workers, monkeypatch):
+    """Every node grouped by the shuffle (no node counts as a small merge): classes, codes and
+    sizes equal to one process's, in the same order, across key ranges of any fill."""
+    monkeypatch.setattr(parallel_grouping, "MERGE_SPAN_SHARE", 0.0)
+    grouper = _sizes_only_grouper(seed, n)
+    rng = np.random.default_rng(seed)
+    nodes = {tuple(0 for _ in grouper.code_maps), tuple(m.shape[0] - 1 for m in grouper.code_maps)}
+    nodes |= {tuple(int(rng.integers(0, m.shape[0])) for m in grouper.code_maps) for _ in range(15)}
+    want = {lv: grouper.group_rows(lv) for lv in nodes}
+    with parallel_rows(grouper, workers) as pool:
+        assert pool.can_shuffle and all(pool.takes(lv) for lv in nodes)
+        got = {lv: grouper.group_rows(lv) for lv in nodes}
+        assert pool.shuffles == len(nodes)
+    for lv in nodes:
+        assert_same_classes(got[lv], want[lv])
+
+
+def test_no_shuffle_with_sensitive_statistics():
+    """Per-class histograms cannot be shuffled as (key, size) rows: such a table keeps the merge."""
+    with parallel_rows(_random_grouper(5, 4000), 2) as pool:
+        assert not pool.can_shuffle
 
 
 def _adult_table() -> tuple[EncodedTable, dict[str, Hierarchy]]:
@@ -182,6 +213,23 @@ SEARCHES = {
     "t-hier-loss": AnonymizationConfig(ADULT_QIS[:6], k=1, suppression=0.02, metric="loss",
                                        t_closeness=TCloseness(0.2, "hierarchical", "occupation")),
 }
+
+
+@pytest.mark.parametrize("share", [math.inf, 0.0])  # every node merged, or every sizes-only node shuffled
+def test_adult_k_search_with_suppression_equal_merged_or_shuffled(share, monkeypatch):
+    monkeypatch.setattr(parallel_grouping, "MERGE_SPAN_SHARE", share)
+    table, hier = _adult_table()
+    config = SEARCHES["k5-supp"]
+    table = table.select(list(config.quasi_identifiers))
+    prep_one, prep_two = prepare(table, hier, config), prepare(table, hier, config)
+    want = search_and_apply(prep_one, prep_one.checker)
+    with parallel_rows(prep_two.grouper, 3) as pool:
+        got = search_and_apply(prep_two, prep_two.checker)
+        assert (pool.shuffles > 0) == (share == 0.0) and pool.groupings > 0
+    assert (got.transformation, got.information_loss, got.checks, got.rollups, got.classes,
+            got.suppressed_rows) == (want.transformation, want.information_loss, want.checks, want.rollups,
+                                     want.classes, want.suppressed_rows)
+    assert np.array_equal(got.suppressed, want.suppressed) and np.array_equal(got.output.codes, want.output.codes)
 
 
 @pytest.mark.parametrize("name", list(SEARCHES))

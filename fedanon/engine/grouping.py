@@ -161,6 +161,26 @@ def _blocked_key(columns: list[np.ndarray], radices: list[int], span: int) -> np
     return key
 
 
+def key_sizes(key: np.ndarray, span: int, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(present keys ascending, how often each occurs as int64) of keys in [0, span).
+
+    A `bincount` where the span is small against `n_rows` (`sizes_counting_span`), else run
+    lengths of the sorted keys. `key` is sorted in place on that path: pass a temporary.
+    """
+    if key.shape[0] == 0:
+        return key[:0], np.zeros(0, dtype=np.int64)
+    if span <= sizes_counting_span(n_rows):
+        counts = np.bincount(key, minlength=span)
+        present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
+        return present, counts[present].astype(np.int64, copy=False)
+    key.sort()
+    starts = np.flatnonzero(run_starts(key))
+    sizes = np.empty(starts.shape[0], dtype=np.int64)  # run lengths (np.diff with append concatenates)
+    np.subtract(starts[1:], starts[:-1], out=sizes[:-1])
+    sizes[-1] = key.shape[0] - starts[-1]
+    return key[starts], sizes
+
+
 def mixed_radix_digits(keys: np.ndarray, radices: list[int]) -> np.ndarray:
     """Column values of exact keys (`combined_key`): int32 (len(keys), len(radices)).
 
@@ -560,18 +580,8 @@ class Grouper:
         `key` is the caller's own temporary (`combined_key` always returns a new array)
         and is sorted in place: no second copy of 4 bytes a row.
         """
-        if span <= sizes_counting_span(self.n_rows):
-            counts = np.bincount(key, minlength=span)
-            present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
-            sizes = counts[present]
-        else:
-            key.sort()
-            starts = np.flatnonzero(run_starts(key))
-            present = key[starts]
-            sizes = np.empty(starts.shape[0], dtype=np.int64)  # run lengths (np.diff with append concatenates)
-            np.subtract(starts[1:], starts[:-1], out=sizes[:-1])
-            sizes[-1] = key.shape[0] - starts[-1]
-        return Classes(levels, mixed_radix_digits(present, radices), ClassStats(sizes.astype(np.int64, copy=False), {}))
+        present, sizes = key_sizes(key, span, self.n_rows)
+        return Classes(levels, mixed_radix_digits(present, radices), ClassStats(sizes, {}))
 
     def _count_blocks(self, levels: tuple[int, ...], cols: list[np.ndarray], radices: list[int],
                       span: int) -> Classes:

@@ -18,6 +18,16 @@ The process that owns the search groups the first partition itself while the wor
 group theirs. Roll-ups from snapshots and the grouping that materializes the result
 (it needs a class per row) stay in the owning process.
 
+That merge is small only where a node has few classes. A node with many (the fine nodes
+of a search with suppression: ~300,000 classes on 4.8 M rows) would merge up to
+workers x that many, more than the partitions saved. Where class sizes are the only
+statistic (no sensitive attribute, no research subset) such a node is grouped by a
+*shuffle* instead: each process folds its partition's rows into exact keys and sorts them
+into key ranges (a counting sort into shared memory), then each process counts the keys of
+its own ranges from every partition. A key lies in exactly one range, so the ranges' class
+tables are disjoint and, in range order, already the canonical ascending order: no merge.
+Other large nodes stay in the owning process.
+
 Workers are started with the `spawn` method (no fork of a process that may hold
 threads, e.g. pyarrow's or gRPC's) and stopped by `close()` / the context manager.
 """
@@ -26,7 +36,7 @@ from __future__ import annotations
 
 import sys
 import types
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any, Iterator
@@ -35,7 +45,8 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.grouping import Classes, Grouper, group_keys
+from fedanon.engine.grouping import (Classes, Grouper, combined_key, group_keys, key_sizes, key_span,
+                                     mixed_radix_digits, run_starts)
 from fedanon.engine.histograms import sum_by_group
 from fedanon.cores import available_cores
 from fedanon.engine.threads import limit_this_process
@@ -53,8 +64,12 @@ AUTO_MAX_WORKERS = 4
 #: that approaches the row count (the fine nodes of a search with suppression: ~300,000
 #: classes on 4.8 M rows) the merge and shipping the class tables cost more than the
 #: partitions saved -- measured on a 16-core machine, 16 workers made such a search 1.45x
-#: slower -- so those nodes are grouped by the owning process alone.
+#: slower -- so those nodes are shuffled where sizes are the only statistic (module
+#: docstring), and otherwise grouped by the owning process alone.
 MERGE_SPAN_SHARE = 0.25
+#: key ranges per process in a shuffle: each process counts several interleaved ranges, so
+#: keys crowded in one part of the span (a frequent leading value) still spread over all
+SHUFFLE_RANGES_PER_WORKER = 8
 
 
 def resolve_workers(value: str | int, n_rows: int) -> int:
@@ -159,6 +174,9 @@ class _Layout:
     sparse: set[str]
     saturation: dict[str, int]
     column_cache_mib: int
+    partition: int = 0  # this worker's partition (the owner's is 0)
+    key_blocks: list[str] | None = None  # per partition: shared keys of a shuffle (int64, one per row)
+    partition_rows: list[int] | None = None
 
 
 def _views(shm: SharedMemory, layout: _Layout) -> dict[str, np.ndarray]:
@@ -177,28 +195,85 @@ def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], s
     return grouper
 
 
+# --------------------------------------------------------------------------- shuffle steps
+def _range_width(span: int, n_ranges: int) -> int:
+    """Keys [r*width, (r+1)*width) form range r; the last range also takes the remainder."""
+    return max(1, -(-span // n_ranges))
+
+
+def partition_classes(grouper: Grouper, levels: tuple[int, ...], n_ranges: int, out: np.ndarray) -> np.ndarray:
+    """Shuffle step 1 on one partition: its classes at `levels` as (exact key, size), ascending,
+    written to `out` (int64 rows [key, size]); returns how many classes fall into each key range."""
+    radices = [grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+    key, span, _ = combined_key([grouper.column(i, l) for i, l in enumerate(levels)], radices)
+    present, sizes = key_sizes(key, span, key.shape[0])
+    out[: present.shape[0], 0] = present
+    out[: present.shape[0], 1] = sizes
+    width = _range_width(span, n_ranges)
+    return np.diff(np.searchsorted(present, np.arange(n_ranges + 1, dtype=np.int64) * width))
+
+
+def merge_ranges(classes_of: list[np.ndarray], counts: np.ndarray, ranges: list[int],
+                 radices: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shuffle step 2: the classes of key ranges `ranges` (ascending), merged from every partition.
+
+    `classes_of[p]`: partition p's (key, size) rows, ascending; `counts[p, r]`: how many of
+    them lie in range r. Each partition's piece of a range is sorted, so a stable sort of
+    the joined pieces merges runs. Returns (classes per range, class codes, sizes).
+    """
+    n_parts = counts.shape[0]
+    starts = np.zeros((n_parts, counts.shape[1] + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=starts[:, 1:])
+    pieces = [classes_of[p][starts[p, r]:starts[p, r + 1]] for r in ranges for p in range(n_parts)]
+    joined = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
+    order = np.argsort(joined[:, 0], kind="stable")  # merges the sorted pieces (runs)
+    keys = joined[order, 0]
+    if keys.shape[0]:
+        first = np.flatnonzero(run_starts(keys))
+        present, sizes = keys[first], np.add.reduceat(joined[order, 1], first)
+    else:
+        present, sizes = keys, np.zeros(0, dtype=np.int64)
+    span = key_span(radices)[0]
+    width = _range_width(span, int(counts.shape[1]))
+    ends = [ranges[0] * width] + [(r + 1) * width for r in ranges] if ranges else [0]
+    per_range = np.diff(np.searchsorted(present, ends))
+    return per_range, mixed_radix_digits(present, radices), sizes
+
+
 def _serve(conn: Any, layout: _Layout) -> None:
     """Worker loop: group this partition at each node asked for, reply with codes + stats."""
     limit_this_process()  # the parallelism is these processes; see fedanon.engine.threads
     try:
-        with attached(layout.shm_name) as shm:
+        with attached(layout.shm_name) as shm, ExitStack() as stack:
             views = _views(shm, layout)
             n_qis = len(layout.code_maps)
             grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
                                          {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
                                          layout.sensitive_sizes, views.get("subset"), layout.sparse,
                                          layout.saturation, layout.column_cache_mib)
+            classes_of = []  # per partition: its classes of a shuffle, (key, size) rows
+            for name, rows in zip(layout.key_blocks or [], layout.partition_rows or []):
+                block = stack.enter_context(attached(name))
+                classes_of.append(np.ndarray((rows, 2), dtype=np.int64, buffer=block.buf))
             conn.send(("ready", None))
             while True:
-                levels = conn.recv()
-                if levels is None:
+                message = conn.recv()
+                if message is None:
                     break
                 try:
-                    classes = grouper.group_rows(levels)
-                    conn.send(("ok", (classes.codes, classes.stats)))
+                    if message[0] == "classes":  # shuffle step 1: ("classes", levels, ranges)
+                        reply: Any = partition_classes(grouper, message[1], message[2], classes_of[layout.partition])
+                    elif message[0] == "merge":  # shuffle step 2: ("merge", levels, counts, my ranges)
+                        levels, counts, ranges = message[1], message[2], message[3]
+                        reply = merge_ranges(classes_of, counts, ranges,
+                                             [grouper.level_sizes[i][l] for i, l in enumerate(levels)])
+                    else:  # ("group", levels): this partition's class table
+                        classes = grouper.group_rows(message[1])
+                        reply = (classes.codes, classes.stats)
+                    conn.send(("ok", reply))
                 except Exception as exc:  # reported by the owner, which stops the search
                     conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
-            del grouper, views
+            del grouper, views, classes_of
     finally:
         conn.close()
 
@@ -207,7 +282,8 @@ class ParallelRowGrouper:
     """Groups the rows of a `Grouper`'s table in `workers` processes (one is the caller).
 
     Attach with `parallel_rows(grouper, workers)`; every `grouper.group_rows` without
-    `keep_rows` then runs here.
+    `keep_rows` at a node this pool `takes` then runs here: merged partition class tables
+    where the merge stays small, a shuffle where sizes are the only statistic.
     """
 
     def __init__(self, grouper: Grouper, workers: int) -> None:
@@ -231,13 +307,27 @@ class ParallelRowGrouper:
         self._blocks: list[SharedMemory] = []
         self._conns: list[Any] = []
         self._procs: list[Any] = []
+        # a shuffle needs class sizes to be the only statistic (no per-row histograms to carry)
+        self.can_shuffle = not grouper.sensitive_codes and grouper.subset is None
+        self.shuffles = 0  # groupings done by a shuffle (a test can see it ran)
+        self._key_blocks: list[SharedMemory] = []
+        self._classes_of: list[np.ndarray] = []
         ctx = get_context("spawn")
         try:
+            if self.can_shuffle:
+                for p in range(self.workers):
+                    rows = int(bounds[p + 1] - bounds[p])
+                    block = create_block(16 * rows)
+                    self._key_blocks.append(block)
+                    self._classes_of.append(np.ndarray((rows, 2), dtype=np.int64, buffer=block.buf))
             for p in range(1, self.workers):
                 arrays = ([(f"qi{i}", c[bounds[p]:bounds[p + 1]]) for i, c in enumerate(columns)]
                           + [(f"sens:{a}", c[bounds[p]:bounds[p + 1]]) for a, c in grouper.sensitive_codes.items()]
                           + ([("subset", subset[bounds[p]:bounds[p + 1]])] if subset is not None else []))
                 layout, block = self._share(arrays, int(bounds[p + 1] - bounds[p]), grouper, cache)
+                layout.partition = p
+                layout.key_blocks = [b.name for b in self._key_blocks] or None
+                layout.partition_rows = [int(bounds[q + 1] - bounds[q]) for q in range(self.workers)]
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_serve, args=(child, layout), daemon=True,
                                    name=f"fedanon-grouping-{p}")
@@ -278,20 +368,52 @@ class ParallelRowGrouper:
             raise RuntimeError(f"grouping worker failed: {payload}")
         return payload
 
-    def takes(self, levels: tuple[int, ...]) -> bool:
-        """Small merges only: workers x key span <= MERGE_SPAN_SHARE x rows (see there)."""
+    def _small_merge(self, levels: tuple[int, ...]) -> bool:
+        """workers x key span <= MERGE_SPAN_SHARE x rows (see there)."""
         span = float(np.prod([self.grouper.level_sizes[i][l] for i, l in enumerate(levels)], dtype=np.float64))
         return self.workers * span <= MERGE_SPAN_SHARE * self.grouper.n_rows
+
+    def _shuffled(self, levels: tuple[int, ...]) -> bool:
+        """Sizes-only statistics and an exact key: grouped by a shuffle where the merge would be large."""
+        return self.can_shuffle and key_span([self.grouper.level_sizes[i][l] for i, l in enumerate(levels)])[1]
+
+    def takes(self, levels: tuple[int, ...]) -> bool:
+        """Nodes whose partition merge stays small, and by a shuffle those with class sizes only."""
+        return self._small_merge(levels) or self._shuffled(levels)
 
     def group_rows(self, levels: tuple[int, ...]) -> Classes:
         levels = tuple(int(x) for x in levels)
         self.groupings += 1
+        if not self._small_merge(levels) and self._shuffled(levels):
+            return self._shuffle(levels)
         for conn in self._conns:
-            conn.send(levels)
+            conn.send(("group", levels))
         own = self._local.group_rows(levels)
         parts = [(own.codes, own.stats)] + [self._receive(conn) for conn in self._conns]
         radices = [self.grouper.level_sizes[i][l] for i, l in enumerate(levels)]
         return merge_partition_classes(levels, parts, radices)
+
+    def _shuffle(self, levels: tuple[int, ...]) -> Classes:
+        """Group by key ranges (module docstring): every partition's classes, then each process
+        merges its ranges over all partitions; concatenated in range order."""
+        self.shuffles += 1
+        n_ranges = self.workers * SHUFFLE_RANGES_PER_WORKER
+        for conn in self._conns:
+            conn.send(("classes", levels, n_ranges))
+        counts = np.stack([partition_classes(self._local, levels, n_ranges, self._classes_of[0])]
+                          + [self._receive(conn) for conn in self._conns])
+        mine = [list(range(w, n_ranges, self.workers)) for w in range(self.workers)]
+        for w, conn in enumerate(self._conns, start=1):
+            conn.send(("merge", levels, counts, mine[w]))
+        radices = [self.grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+        parts = [merge_ranges(self._classes_of, counts, mine[0], radices)]
+        parts += [self._receive(conn) for conn in self._conns]
+        # range r was merged by process r % workers, as its (r // workers)-th range
+        offsets = [np.concatenate([[0], np.cumsum(per_range)]) for per_range, _, _ in parts]
+        order = [(r % self.workers, r // self.workers) for r in range(n_ranges)]
+        codes = np.concatenate([parts[w][1][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
+        sizes = np.concatenate([parts[w][2][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
+        return Classes(levels, codes, ClassStats(sizes, {}))
 
     def close(self) -> None:
         """Stop the workers and free the shared memory (idempotent)."""
@@ -307,9 +429,10 @@ class ParallelRowGrouper:
                 proc.join()
         for conn in self._conns:
             conn.close()
-        for block in self._blocks:
+        self._classes_of = []  # views into the shuffle blocks: gone before the blocks are unmapped
+        for block in self._blocks + self._key_blocks:
             release(block)
-        self._conns, self._procs, self._blocks = [], [], []
+        self._conns, self._procs, self._blocks, self._key_blocks = [], [], [], []
 
 
 @contextmanager

@@ -34,6 +34,7 @@ threads, e.g. pyarrow's or gRPC's) and stopped by `close()` / the context manage
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from contextlib import ExitStack, contextmanager
@@ -52,6 +53,8 @@ from fedanon.cores import available_cores
 from fedanon.engine.threads import limit_this_process
 from fedanon.errors import InputError
 from fedanon.shm import SharedMemory, attached, create_block, release
+
+_log = logging.getLogger(__name__)
 
 #: below this many rows `--workers auto` stays in one process: starting workers (~1 s
 #: each) and shipping class tables costs more than a row grouping saves
@@ -437,11 +440,21 @@ class ParallelRowGrouper:
 
 @contextmanager
 def parallel_rows(grouper: Grouper, workers: int) -> Iterator[ParallelRowGrouper | None]:
-    """Row groupings of `grouper` in `workers` processes while the block runs (1: no processes)."""
+    """Row groupings of `grouper` in `workers` processes while the block runs (1: no processes).
+
+    Where the partitions do not fit in shared memory (no /dev/shm, or one too small: a
+    container's default is 64 MiB, and 4.8 M rows need ~250 MiB) the rows are grouped in
+    this process -- the same result, more slowly -- and a warning on the log says why.
+    """
     if workers <= 1 or grouper.n_rows < 2:
         yield None
         return
-    pool = ParallelRowGrouper(grouper, workers)
+    try:
+        pool = ParallelRowGrouper(grouper, workers)
+    except OSError as exc:
+        _log.warning("--workers %d: %s; grouping in one process (same result)", workers, exc.strerror or exc)
+        yield None
+        return
     grouper.row_partitions = pool
     try:
         yield pool

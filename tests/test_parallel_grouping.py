@@ -261,6 +261,7 @@ def test_anonymize_workers_argument_gives_the_same_result():
     config = AnonymizationConfig(ADULT_QIS, k=10, suppression=0.02, metric="discernibility")
     table = table.select(ADULT_QIS)
     one, two = anonymize(table, hier, config), anonymize(table, hier, config, workers=2)
+    assert (one.extra["workers"], two.extra["workers"]) == (1, 2)
     assert (two.transformation, two.information_loss, two.checks) == (one.transformation, one.information_loss,
                                                                       one.checks)
     assert np.array_equal(two.suppressed, one.suppressed)

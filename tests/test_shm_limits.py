@@ -7,6 +7,7 @@ Each case runs in a child process inside its own mount namespace (`unshare -m`) 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -58,10 +59,11 @@ def test_workers_fall_back_to_one_process_with_one_warning_and_the_same_output(t
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert one.returncode == 0, one.stderr[-500:]
     line = " ".join([sys.executable, "-m", "fedanon", "anonymize", *args, "-o", str(tmp_path / "two.csv"),
-                     "--workers", "2"])
+                     "--workers", "2", "--report", str(tmp_path / "two.json")])
     two = _in_small_shm(line)
     assert two.returncode == 0, (two.returncode, two.stderr[-500:])  # a SIGBUS would be -7 / 135
     warning = two.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("--workers 2: shared memory: a block of ")
     assert warning[0].endswith("grouping in one process (same result)")
     assert (tmp_path / "two.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert json.loads((tmp_path / "two.json").read_text())["workers"] == 1  # what really grouped the rows

@@ -327,8 +327,10 @@ def anonymize(
         raise InputError(f"anonymize() takes an EncodedTable, got {type(table).__name__}"
                          + ("; for a pandas DataFrame use fedanon.anonymize_frame" if hasattr(table, "columns") else ""))
     prep = prepare(table, hierarchies, config, research_subset)
-    with parallel_rows(prep.grouper, workers):
+    with parallel_rows(prep.grouper, workers) as pool:
         result = search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
+    # the processes that grouped rows: 1 where asked for, or where shared memory was refused
+    result.extra["workers"] = pool.workers if pool is not None else 1
     if not keep_prepared:
         result.prepared = result.optimum_classes = None
     return result

@@ -22,11 +22,13 @@ That merge is small only where a node has few classes. A node with many (the fin
 of a search with suppression: ~300,000 classes on 4.8 M rows) would merge up to
 workers x that many, more than the partitions saved. Where class sizes are the only
 statistic (no sensitive attribute, no research subset) such a node is grouped by a
-*shuffle* instead: each process folds its partition's rows into exact keys and sorts them
-into key ranges (a counting sort into shared memory), then each process counts the keys of
-its own ranges from every partition. A key lies in exactly one range, so the ranges' class
-tables are disjoint and, in range order, already the canonical ascending order: no merge.
-Other large nodes stay in the owning process.
+*shuffle* instead. Each process counts its partition's classes as (exact key, size) pairs,
+ascending, into shared memory, and says how many fall into each of workers x
+SHUFFLE_RANGES_PER_WORKER key ranges. Then each process merges its own ranges from every
+partition (sorted pieces: one stable sort merges them) and sums the sizes of equal keys.
+A key lies in exactly one range, so the ranges' class tables are disjoint and, in range
+order, already the canonical ascending order: no final merge. Other large nodes stay in
+the owning process.
 
 Workers are started with the `spawn` method (no fork of a process that may hold
 threads, e.g. pyarrow's or gRPC's) and stopped by `close()` / the context manager.
@@ -44,12 +46,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from fedanon.cores import available_cores
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
 from fedanon.engine.grouping import (Classes, Grouper, combined_key, group_keys, key_sizes, key_span,
                                      mixed_radix_digits, run_starts)
 from fedanon.engine.histograms import sum_by_group
-from fedanon.cores import available_cores
 from fedanon.engine.threads import limit_this_process
 from fedanon.errors import InputError
 from fedanon.shm import SharedMemory, attached, create_block, release
@@ -178,7 +180,7 @@ class _Layout:
     saturation: dict[str, int]
     column_cache_mib: int
     partition: int = 0  # this worker's partition (the owner's is 0)
-    key_blocks: list[str] | None = None  # per partition: shared keys of a shuffle (int64, one per row)
+    shuffle_blocks: list[str] | None = None  # per partition: its shuffle classes, (key, size) int64 rows
     partition_rows: list[int] | None = None
 
 
@@ -200,7 +202,8 @@ def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], s
 
 # --------------------------------------------------------------------------- shuffle steps
 def _range_width(span: int, n_ranges: int) -> int:
-    """Keys [r*width, (r+1)*width) form range r; the last range also takes the remainder."""
+    """Keys [r*width, (r+1)*width) form range r; width = ceil(span / n_ranges), so the ranges
+    cover the span (the last one may reach past it)."""
     return max(1, -(-span // n_ranges))
 
 
@@ -255,7 +258,7 @@ def _serve(conn: Any, layout: _Layout) -> None:
                                          layout.sensitive_sizes, views.get("subset"), layout.sparse,
                                          layout.saturation, layout.column_cache_mib)
             classes_of = []  # per partition: its classes of a shuffle, (key, size) rows
-            for name, rows in zip(layout.key_blocks or [], layout.partition_rows or []):
+            for name, rows in zip(layout.shuffle_blocks or [], layout.partition_rows or []):
                 block = stack.enter_context(attached(name))
                 classes_of.append(np.ndarray((rows, 2), dtype=np.int64, buffer=block.buf))
             conn.send(("ready", None))
@@ -313,7 +316,7 @@ class ParallelRowGrouper:
         # a shuffle needs class sizes to be the only statistic (no per-row histograms to carry)
         self.can_shuffle = not grouper.sensitive_codes and grouper.subset is None
         self.shuffles = 0  # groupings done by a shuffle (a test can see it ran)
-        self._key_blocks: list[SharedMemory] = []
+        self._shuffle_blocks: list[SharedMemory] = []
         self._classes_of: list[np.ndarray] = []
         ctx = get_context("spawn")
         try:
@@ -321,7 +324,7 @@ class ParallelRowGrouper:
                 for p in range(self.workers):
                     rows = int(bounds[p + 1] - bounds[p])
                     block = create_block(16 * rows)
-                    self._key_blocks.append(block)
+                    self._shuffle_blocks.append(block)
                     self._classes_of.append(np.ndarray((rows, 2), dtype=np.int64, buffer=block.buf))
             for p in range(1, self.workers):
                 arrays = ([(f"qi{i}", c[bounds[p]:bounds[p + 1]]) for i, c in enumerate(columns)]
@@ -329,7 +332,7 @@ class ParallelRowGrouper:
                           + ([("subset", subset[bounds[p]:bounds[p + 1]])] if subset is not None else []))
                 layout, block = self._share(arrays, int(bounds[p + 1] - bounds[p]), grouper, cache)
                 layout.partition = p
-                layout.key_blocks = [b.name for b in self._key_blocks] or None
+                layout.shuffle_blocks = [b.name for b in self._shuffle_blocks] or None
                 layout.partition_rows = [int(bounds[q + 1] - bounds[q]) for q in range(self.workers)]
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_serve, args=(child, layout), daemon=True,
@@ -433,9 +436,9 @@ class ParallelRowGrouper:
         for conn in self._conns:
             conn.close()
         self._classes_of = []  # views into the shuffle blocks: gone before the blocks are unmapped
-        for block in self._blocks + self._key_blocks:
+        for block in self._blocks + self._shuffle_blocks:
             release(block)
-        self._conns, self._procs, self._blocks, self._key_blocks = [], [], [], []
+        self._conns, self._procs, self._blocks, self._shuffle_blocks = [], [], [], []
 
 
 @contextmanager

@@ -72,6 +72,16 @@ def _unit() -> dict[str, list[str]]:
 
 # ---------------------------------------------------------------------------- image
 
+def test_every_compose_service_gets_more_shared_memory_than_dockers_default() -> None:
+    """64 MiB of /dev/shm (Docker's default) keeps Protocol C's helper in one process on tables
+    beyond ~100,000 rows; compose gives each daemon 1 GiB."""
+    units = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30}
+    for name, service in _compose()["services"].items():
+        size = str(service.get("shm_size", "64mb")).lower()
+        number, unit = size.rstrip("kmgb"), size[len(size.rstrip("kmgb")):]
+        assert int(number) * units.get(unit, 1) >= 512 << 20, (name, size)
+
+
 def test_image_runs_serve_as_non_root_user_with_fixed_uid() -> None:
     entry = _exec_form(_instr("ENTRYPOINT")[0])
     cmd = _exec_form(_instr("CMD")[0])

@@ -95,6 +95,9 @@ class FlashSearch:
         # nodes known to need no suppression at all (A0 tags, monotone without suppression)
         self.strict_yes = np.zeros(lattice.size, dtype=bool)
         self._strict_grid = lattice.grid(self.strict_yes)
+        # a fully monotone search (anonymity and metric) ends after phase 1 (Flash_B); only
+        # phase 2 reads `strict_yes`, so phase 1 tags it only where a phase 2 follows
+        self.needs_phase2 = not (self.tagging and self.use_full and checker.metric_monotone)
         self.done = 0
         self._reported = 0
         self.best_node = -1
@@ -106,7 +109,6 @@ class FlashSearch:
         fully_monotone = checker.anonymity_monotone and checker.metric_monotone
         self.bound_pruning = not fully_monotone
         self.static_bounds = checker.static_bounds(lattice.levels.astype(np.int64)) if self.bound_pruning else None
-        self.pruned_nodes = 0
         self.phase2_order = "bound"
 
     # ------------------------------------------------------------------ bookkeeping
@@ -124,7 +126,7 @@ class FlashSearch:
     def _evaluate(self, node: int) -> NodeEvaluation:
         ev = self.checker.evaluate(self.lattice.node_levels(node))
         self.evals[node] = ev
-        if ev.anonymous_strict and self.checker.strict_monotone and not self.strict_yes[node]:
+        if self.needs_phase2 and ev.anonymous_strict and self.checker.strict_monotone and not self.strict_yes[node]:
             self._strict_grid[self.lattice.up_box(node)] = True
         if ev.anonymous:
             self._offer(node, ev.loss)
@@ -140,18 +142,15 @@ class FlashSearch:
         return bound >= self.best_loss - tol and int(self.lattice.rank[node]) > self.best_rank
 
     def _tag(self, box: tuple[slice, ...], value: int) -> int:
-        """Set every UNKNOWN node in a level box to `value`; returns how many."""
+        """Set every UNKNOWN node in a level box to `value`; returns how many where a progress
+        callback counts them (`done`), else 0 (the count is one more pass over the box)."""
         part = self._grid[box]
         mask = part == UNKNOWN
-        n = int(np.count_nonzero(mask))
-        if n:
-            part[mask] = value
-        return n
+        part[mask] = value
+        return int(np.count_nonzero(mask)) if self.progress is not None else 0
 
     def _prune_up(self, node: int) -> None:
-        n = self._tag(self.lattice.up_box(node), PRUNED)
-        self.pruned_nodes += n
-        self.done += n
+        self.done += self._tag(self.lattice.up_box(node), PRUNED)
 
     # ------------------------------------------------------------------ phase 1: Flash_B
     def _check(self, node: int) -> bool | None:
@@ -322,7 +321,7 @@ class FlashSearch:
         c = self.checker
         if self.tagging:
             self._phase1()
-        needs_phase2 = not (self.tagging and self.use_full and c.metric_monotone)
+        needs_phase2 = self.needs_phase2
         if needs_phase2:
             self._phase2()
         self.done = self.lattice.size

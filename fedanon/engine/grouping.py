@@ -738,7 +738,8 @@ class Grouper:
         if classes.levels in self._history:
             return
         snapshot = Classes(classes.levels, classes.codes, classes.stats)
-        snapshot.rollup_cost = _rollup_cost(snapshot)
+        # without sparse histograms the roll-up cost is the class count (`_rollup_cost`)
+        snapshot.rollup_cost = _rollup_cost(snapshot) if self.sparse else snapshot.count
         while self._history and (len(self._history) >= self.history_size
                                  or self._history_classes + classes.count > self.history_budget):
             old_levels, old = self._history.popitem(last=False)
@@ -754,9 +755,10 @@ class Grouper:
         self._history[classes.levels] = snapshot
         self._history_classes += classes.count
         self._slot_of[classes.levels] = slot
-        self._slot_levels[slot] = classes.levels
-        if self._level_offsets is not None:
+        if self._level_offsets is not None:  # the packed levels are all `classes` compares
             self._slot_packed[slot] = packed_levels(classes.levels, self._level_offsets) if packed is None else packed
+        else:
+            self._slot_levels[slot] = classes.levels
         self._tick += 1
         self._slot_rank[slot] = (min(snapshot.rollup_cost, _MAX_RANK_COST) << 32) | (self._tick & _TICK_MASK)
         self._slot_snap[slot] = snapshot

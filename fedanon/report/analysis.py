@@ -78,7 +78,10 @@ def analyze(
                          **common)
     risk_out = table_risk(result.output, qis, suppressed=suppressed, classes=_released(at_opt, suppressed, per_row),
                           **common)
-    counts = ValueCounts(table, suppressed)
+    # the QIs' value counts over all rows are the search's level-0 counts (one pass per column saved)
+    known = {table.column_index(q): prep.checker.metric.ctx.cardinalities[i][0] for i, q in enumerate(qis)} \
+        if prep.table is table else None
+    counts = ValueCounts(table, suppressed, known)
     code_maps = {q: (prep.code_maps[i], prep.level_dicts[i]) for i, q in enumerate(qis)}  # built once, by prepare
     report = result.to_report()
     report.update(summary or {})

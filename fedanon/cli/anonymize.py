@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.parallel_grouping import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
@@ -374,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
         report["html"] = str(args.html)
     if spec.report is not None:
         text = json.dumps(report, indent=2) + "\n"
-        _write(spec.report, lambda: Path(spec.report).write_text(text, encoding="utf-8"))  # type: ignore[arg-type]
+        _write(spec.report, lambda: write_text_atomic(spec.report, text))  # type: ignore[arg-type]
     if not args.quiet:
         _summary(spec, report, written)
     if args.verify and not report["verified"]:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 
 
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     risk = {"input": str(args.input), "quasi_identifiers": qis, **risk}
     if args.json is not None:
         try:
-            Path(args.json).write_text(json.dumps(risk, indent=2) + "\n", encoding="utf-8")
+            write_text_atomic(args.json, json.dumps(risk, indent=2) + "\n")
         except OSError as exc:
             raise InputError(f"{args.json}: cannot write ({exc.strerror or exc})") from None
     if not args.quiet:

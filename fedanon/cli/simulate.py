@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.parties.reaper import sigterm_safe
 
@@ -430,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.report:
         text = json.dumps(report, indent=2, default=str) + "\n"
         try:
-            Path(spec.report).write_text(text, encoding="utf-8")
+            write_text_atomic(spec.report, text)
         except OSError as exc:
             raise InputError(f"{spec.report}: cannot write ({exc.strerror or exc})") from None
     if baseline is not None:

@@ -27,6 +27,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from fedanon.atomicfile import atomic_binary
 from fedanon.cores import available_cores
 from fedanon.errors import InputError
 
@@ -391,7 +392,7 @@ def write_columns(path: str | Path, columns: Sequence[str], codes: Sequence[np.n
         return format_batch(batch, values, delimiter)
 
     starts = range(0, total, WRITE_BATCH_ROWS)
-    with open(path, "wb") as fh:
+    with atomic_binary(path) as fh:  # whole or not at all: a cut-short release looks like a release
         fh.write(header)
         if len(starts) <= 1:
             for start in starts:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.engine.csvio import read_delimited
 from fedanon.engine.table import to_bytes
 from fedanon.errors import HierarchyError, clip
@@ -97,9 +98,9 @@ class Hierarchy:
         )
 
     def write_csv(self, path: str | Path, delimiter: str = ";") -> None:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            for row in self.rows:
-                fh.write(delimiter.join(v.decode("utf-8", errors="backslashreplace") for v in row) + "\n")
+        """The rules as CSV, whole or not at all (`fedanon.atomicfile`)."""
+        write_text_atomic(path, "".join(delimiter.join(v.decode("utf-8", errors="backslashreplace") for v in row)
+                                        + "\n" for row in self.rows))
 
     # ------------------------------------------------------------------ queries
     @property

@@ -12,9 +12,7 @@ the whole run succeeded, and atomically.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +22,7 @@ from typing import Any, Callable
 
 import grpc
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.certs import certificate_name
@@ -300,13 +299,17 @@ def _root_cause(errors: list[tuple[str, str]]) -> str:
 
 
 def write_outputs(outcome: RunOutcome, output: Path | None, report: Path | None, delimiter: str = ";") -> None:
-    """Write the result CSV and the JSON report atomically (temp file + rename): never a partial file."""
+    """Write the result CSV and the JSON report atomically (temp file + rename): never a partial
+    file. Missing folders are made."""
+    for path in (output, report):
+        if path is not None:
+            Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
     if output is not None:
         if outcome.output_rows is None:
             raise ProtocolError("the run produced no result table at the result recipient")
-        _atomic_write(output, _csv_text(outcome.output_columns or [], outcome.output_rows, delimiter))
+        write_text_atomic(output, _csv_text(outcome.output_columns or [], outcome.output_rows, delimiter))
     if report is not None:
-        _atomic_write(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
+        write_text_atomic(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _csv_text(columns: list[str], rows: list[list[str]], delimiter: str) -> str:
@@ -314,27 +317,6 @@ def _csv_text(columns: list[str], rows: list[list[str]], delimiter: str) -> str:
     for row in rows:
         lines.append(delimiter.join(row))
     return "\n".join(lines) + "\n"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Temp file + rename for regular files; devices and pipes (/dev/null, /dev/stdout) are written in place."""
-    path = Path(path).resolve()  # a symlink's target gets the content, the link stays
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def run_coordinator(cfg: RunConfig, on_event: EventCallback | None = None) -> RunOutcome:

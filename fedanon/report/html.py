@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from fedanon.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 from fedanon.report.plots import before_after, paired_bars
 from fedanon.report.risk import risk_bands, size_bins
@@ -165,6 +166,6 @@ def render(a: "Analysis", title: str) -> str:
 def write_report(a: "Analysis", path: str | Path, title: str) -> None:
     text = render(a, title)
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_text_atomic(path, text)
     except OSError as exc:
         raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 from fedanon.engine.criteria import ClassStats
-from fedanon.engine.histograms import KeyCounts, RowCounts, sum_by_group
+from fedanon.engine.histograms import KeyCounts, RowCounts, sum_by_class
 
 _KEY_LIMIT = 1 << 62
 _BLOCK_ROWS = 1 << 18  # rows per block when counting: keys and temporaries stay in cache
@@ -374,8 +374,6 @@ def _rollup_cost(classes: Classes) -> int:
     """Work of rolling up from a snapshot: its classes plus its summed sparse histogram entries
     (with a large sensitive domain the entries, up to one per row, dominate; a pending
     roll-up's are summed only if a criterion reads them, so they are not counted)."""
-    if not classes.stats.histograms:
-        return classes.count
     return classes.count + sum(h.entries for h in classes.stats.histograms.sparse() if not h.pending)
 
 
@@ -663,21 +661,8 @@ class Grouper:
         st = base.stats
         # the histograms are summed when a criterion reads them (most nodes fail on sizes alone)
         hists = st.histograms.rolled_up(inverse, n_classes) if st.histograms else st.histograms
-        if n_classes == base.count:
-            # nothing merged: the statistics are just reordered
-            def move(values: np.ndarray) -> np.ndarray:
-                out = np.empty_like(values)
-                out[inverse] = values
-                return out
-
-            sizes = move(st.sizes)
-            subset_sizes = None if st.subset_sizes is None else move(st.subset_sizes)
-            return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
-                           rolled_from=base.levels, mapping=inverse)
-        sizes = sum_by_group(inverse, n_classes, st.sizes)
-        subset_sizes = None
-        if st.subset_sizes is not None:
-            subset_sizes = sum_by_group(inverse, n_classes, st.subset_sizes)
+        sizes = sum_by_class(inverse, n_classes, st.sizes)
+        subset_sizes = None if st.subset_sizes is None else sum_by_class(inverse, n_classes, st.subset_sizes)
         return Classes(tuple(levels), codes, ClassStats(sizes, hists, subset_sizes),
                        rolled_from=base.levels, mapping=inverse)
 
@@ -745,7 +730,8 @@ class Grouper:
             old_levels, old = self._history.popitem(last=False)
             self._history_classes -= old.count
             slot = self._slot_of.pop(old_levels)
-            self._slot_levels[slot] = _FREE_LEVEL
+            if self._level_offsets is None:  # as `remember` writes it: only where levels do not pack
+                self._slot_levels[slot] = _FREE_LEVEL
             self._slot_rank[slot] = _FREE_COST
             self._slot_snap[slot] = None
             self._free_slots.append(slot)

@@ -49,6 +49,20 @@ def sum_by_group(inverse: np.ndarray, n_groups: int, values: np.ndarray) -> np.n
     return out.reshape(n_groups, d)
 
 
+def sum_by_class(class_map: np.ndarray, n_classes: int, values: np.ndarray) -> np.ndarray:
+    """Rows of `values` summed per class of a grouping's class map (every class has a row).
+
+    Where no two rows share a class (a roll-up that merged nothing) the rows are only moved,
+    in their own type; otherwise `sum_by_group`. One rule for a roll-up's sizes and subset
+    counts (`Grouper.rollup`) and its dense histograms (`ClassSums`).
+    """
+    if n_classes == values.shape[0]:
+        out = np.empty_like(values)
+        out[class_map] = values
+        return out
+    return sum_by_group(class_map, n_classes, values)
+
+
 _COLUMN_INDEX: dict[int, np.ndarray] = {}
 
 
@@ -100,9 +114,7 @@ class KeyCounts(Recipe):
 
 
 class ClassSums(Recipe):
-    """Recipe: the rows of an existing matrix summed per class of a class map.
-
-    Where the map is a bijection (a roll-up that merged nothing), the rows are moved."""
+    """Recipe: the rows of an existing matrix summed per class of a class map (`sum_by_class`)."""
 
     __slots__ = ("base", "class_map", "n_classes")
 
@@ -110,11 +122,7 @@ class ClassSums(Recipe):
         self.base, self.class_map, self.n_classes = base, class_map, int(n_classes)
 
     def compute(self) -> np.ndarray:
-        if self.n_classes == self.base.shape[0]:
-            out = np.empty_like(self.base)
-            out[self.class_map] = self.base
-            return out
-        return sum_by_group(self.class_map, self.n_classes, self.base)
+        return sum_by_class(self.class_map, self.n_classes, self.base)
 
 
 Histogram = Union[np.ndarray, SparseHistogram]

@@ -321,14 +321,13 @@ class FlashSearch:
         c = self.checker
         if self.tagging:
             self._phase1()
-        needs_phase2 = self.needs_phase2
-        if needs_phase2:
+        if self.needs_phase2:
             self._phase2()
         self.done = self.lattice.size
         self._report()
         if not self.tagging:
             algorithm = "Flash_2P (no monotone property: bound-pruned full search)"
-        elif not needs_phase2:
+        elif not self.needs_phase2:
             algorithm = "Flash_B"
         else:
             algorithm = "Flash_2P"

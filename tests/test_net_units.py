@@ -161,6 +161,22 @@ def test_outputs_are_written_atomically_and_not_on_missing_result(tmp_path: Path
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
+@pytest.mark.parametrize("delimiter", [";", ","])
+def test_result_cells_with_delimiters_quotes_and_newlines_parse_back(tmp_path: Path, delimiter: str) -> None:
+    """A released cell may hold the delimiter, a quote or a line break (a generalized label, a
+    free-text insensitive column): the coordinator's CSV must read back to the very same cells,
+    as a local run's does. Joining cells unquoted would split or merge rows here."""
+    import csv
+
+    columns = ["zip; code", 'say "hi"', "plain"]
+    rows = [["1;2", 'a "b"', "x"], ["line\nbreak", "c,d", " padded "], ["*", "", "y"]]
+    out = tmp_path / "result.csv"
+    write_outputs(RunOutcome("r", columns, rows, {}), out, None, delimiter=delimiter)
+    with out.open(newline="", encoding="utf-8") as fh:
+        parsed = list(csv.reader(fh, delimiter=delimiter))
+    assert parsed == [columns, *rows]
+
+
 def test_root_cause_prefers_the_failing_party_over_echoes() -> None:
     errors = [("p1", "p1: party 'p3' aborted the run: disk full"), ("p3", "p3: disk full")]
     assert _root_cause(errors) == "run failed at party 'p3': p3: disk full"

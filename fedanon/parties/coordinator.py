@@ -23,6 +23,7 @@ from typing import Any, Callable
 import grpc
 
 from fedanon.atomicfile import write_text_atomic
+from fedanon.engine.csvio import write_table_csv
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.certs import certificate_name
@@ -307,16 +308,11 @@ def write_outputs(outcome: RunOutcome, output: Path | None, report: Path | None,
     if output is not None:
         if outcome.output_rows is None:
             raise ProtocolError("the run produced no result table at the result recipient")
-        write_text_atomic(output, _csv_text(outcome.output_columns or [], outcome.output_rows, delimiter))
+        # the same writer as a local run: a cell holding the delimiter, a quote or a newline is
+        # quoted, so every released row parses back to its cells
+        write_table_csv(output, outcome.output_columns or [], outcome.output_rows, delimiter)
     if report is not None:
         write_text_atomic(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def _csv_text(columns: list[str], rows: list[list[str]], delimiter: str) -> str:
-    lines = [delimiter.join(columns)]
-    for row in rows:
-        lines.append(delimiter.join(row))
-    return "\n".join(lines) + "\n"
 
 
 def run_coordinator(cfg: RunConfig, on_event: EventCallback | None = None) -> RunOutcome:

@@ -392,3 +392,20 @@ def test_packed_level_comparison_equals_elementwise():
         assert below.tolist() == [bool((s <= np.array(asked)).all()) for s in stored]
         assert below[[i for i, s in enumerate(stored) if (s == np.array(asked)).all()]].all()
     assert grouping.level_fields([1000] * 6) == (None, 0)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 8, 9, 70])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64])
+def test_value_counts_equals_a_plain_count(size: int, dtype: type) -> None:
+    """Both ways of counting (comparison per value up to 8 values, bincount above) give the
+    count of every value, absent values included as 0; a skewed column and a strided one too."""
+    from collections import Counter
+
+    from fedanon.engine.grouping import value_counts
+
+    rng = np.random.default_rng(size)
+    column = np.minimum(rng.geometric(0.5, 5000) - 1, size - 1).astype(dtype)  # skewed: high values rare or absent
+    for values in (column, np.asfortranarray(np.stack([column, column], axis=1))[:, 1]):
+        counts = value_counts(values, size)
+        expected = Counter(int(v) for v in values)
+        assert counts.dtype == np.int64 and counts.tolist() == [expected.get(v, 0) for v in range(size)]

@@ -21,7 +21,7 @@ from fedanon.engine.checker import Checker, ClassJudge, LocalChecker, NodeEvalua
 from fedanon.engine.config import AnonymizationConfig
 from fedanon.engine.criteria import CriterionContext, build_criteria, saturation_thresholds
 from fedanon.engine.flash import FlashSearch, SearchOutcome
-from fedanon.engine.grouping import Classes, Grouper
+from fedanon.engine.grouping import Classes, Grouper, value_counts
 from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.lattice import Lattice
@@ -159,8 +159,7 @@ def local_statistics(structure: Structure) -> Statistics:
     subset = grouper.subset
     context = CriterionContext(
         n_rows=table.n_rows,
-        histograms_total={a: np.bincount(c, minlength=grouper.sensitive_sizes[a]).astype(np.int64)
-                          for a, c in grouper.sensitive_codes.items()},
+        histograms_total={a: value_counts(c, grouper.sensitive_sizes[a]) for a, c in grouper.sensitive_codes.items()},
         sensitive_code_maps=structure.sensitive_code_maps,
         subset_total=None if subset is None else int(subset.sum()),
     )
@@ -168,7 +167,7 @@ def local_statistics(structure: Structure) -> Statistics:
     for i, cm in enumerate(structure.code_maps):
         # one pass over the rows per QI; the counts of higher levels are sums of level-0 counts
         # (integers below 2^53, so the float weights are exact)
-        level0 = np.bincount(grouper.qi_column(i), minlength=cm.shape[1]).astype(np.float64)
+        level0 = value_counts(grouper.qi_column(i), cm.shape[1]).astype(np.float64)
         cards.append([np.bincount(cm[l], weights=level0, minlength=len(structure.level_dicts[i][l])).astype(np.int64)
                       for l in range(cm.shape[0])])
     return Statistics(context, metric_context(structure, table.n_rows, cards))

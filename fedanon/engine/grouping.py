@@ -93,6 +93,23 @@ def gather(table: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+_COMPARE_DOMAIN = 8  # value counts of a column with at most this many values: one comparison per value
+
+
+def value_counts(column: np.ndarray, size: int) -> np.ndarray:
+    """How often each value 0..size-1 occurs in an integer column (int64).
+
+    `bincount` adds one to a counter per row; where a column has only a few values
+    (sex, race, a workclass), consecutive rows mostly add to the same counter and wait
+    on each other: ~2 ns a row on ADULT's two-valued columns, against ~1 ns over 70
+    values. A vectorized comparison and count per value is ~0.2 ns a row each, so up to
+    `_COMPARE_DOMAIN` values counting by comparison is the faster way.
+    """
+    if size <= _COMPARE_DOMAIN:
+        return np.array([np.count_nonzero(column == v) for v in range(size)], dtype=np.int64)
+    return np.bincount(column, minlength=size).astype(np.int64, copy=False)
+
+
 def key_span(radices: list[int]) -> tuple[int, bool]:
     """(span of the mixed-radix key, exact): exact if it fits without compaction."""
     total = 1

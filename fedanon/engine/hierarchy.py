@@ -123,31 +123,29 @@ class Hierarchy:
         Level-j codes are assigned in order of first appearance along the given
         dictionary, so the result depends only on the dictionary, never on the
         values' content -- essential for identical behaviour on ciphertext.
+        Level by level, each a comprehension over the dictionary (a dict's insertion
+        order is the order of first appearance): half the Python of a per-value loop
+        over every level, which was ~0.5 ms of an 8 ms ADULT search with 9 hierarchies.
         """
         height = self.height
         n = len(dictionary)
-        out = np.zeros((height, n), dtype=np.int32)
-        out[0] = np.arange(n, dtype=np.int32)
-        level_dicts: list[list[bytes]] = [list(dictionary)] + [[] for _ in range(height - 1)]
-        lookups: list[dict[bytes, int]] = [dict() for _ in range(height)]
         index = self._index
-        for code, value in enumerate(dictionary):
-            i = index.get(value)
-            if i is None:
-                raise HierarchyError(
-                    f"value {_show(value)} of column {self.attribute!r} is missing from its hierarchy"
-                    + (f" {self.source}" if self.source else "")
-                )
-            row = self.rows[i]
-            for level in range(1, height):
-                v = row[level]
-                lk = lookups[level]
-                c = lk.get(v)
-                if c is None:
-                    c = len(lk)
-                    lk[v] = c
-                    level_dicts[level].append(v)
-                out[level, code] = c
+        found = [index.get(value) for value in dictionary]
+        if None in found:
+            value = dictionary[found.index(None)]
+            raise HierarchyError(
+                f"value {_show(value)} of column {self.attribute!r} is missing from its hierarchy"
+                + (f" {self.source}" if self.source else "")
+            )
+        rows = [self.rows[i] for i in found]  # type: ignore[index]
+        out = np.empty((height, n), dtype=np.int32)
+        out[0] = np.arange(n, dtype=np.int32)
+        level_dicts: list[list[bytes]] = [list(dictionary)]
+        for level in range(1, height):
+            codes: dict[bytes, int] = {}
+            setdefault = codes.setdefault
+            out[level] = [setdefault(row[level], len(codes)) for row in rows]
+            level_dicts.append(list(codes))
         return out, level_dicts
 
     def leaf_counts(self, level: int, level_dictionary: list[bytes]) -> np.ndarray:

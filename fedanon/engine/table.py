@@ -61,7 +61,7 @@ class EncodedTable:
                     f"row {line} has {len(row)} values, expected {width} ({', '.join(columns)})"
                 )
         n = len(rows)
-        codes = np.empty((n, width), dtype=np.int32)
+        codes = np.empty((n, width), dtype=np.int32, order="F")  # column-major: the engine reads and writes whole columns
         dictionaries: list[list[bytes]] = []
         for c, col in enumerate(zip(*rows)) if n else enumerate([() for _ in range(width)]):
             lookup: dict[bytes | str, int] = {}

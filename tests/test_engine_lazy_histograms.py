@@ -92,17 +92,22 @@ def test_recipes_compose_and_start_from_a_matrix_that_exists():
         np.add.at(moved, class_map, expected)
         chain.append((rolled, moved))
         current, expected, n = rolled, moved, new_n
-    assert not base.pending("s")  # rolling up from rows counted them (no row map kept further up)
-    assert np.array_equal(base["s"], dense)
+    assert base.pending("s")  # rolling up did not count the rows: no roll-up was read yet
     for rolled, _ in chain:
         recipe = rolled._values["s"]
-        assert isinstance(recipe, ClassSums) and recipe.base is base["s"]  # composed: always from the counted matrix
-    # reading one in the middle leaves the others pending
+        # composed: each names the one histogram counted from the rows, not a map of its own
+        assert isinstance(recipe, ClassSums) and recipe.base[0] is base and recipe.base[1] == "s"
+    # reading one in the middle counts the rows once, in the base, and leaves the others pending
     middle, middle_expected = chain[1]
     assert np.array_equal(middle["s"], middle_expected)
+    assert not base.pending("s") and np.array_equal(base["s"], dense)
     assert chain[0][0].pending("s") and chain[2][0].pending("s")
+    counted = base["s"]
     for rolled, want in chain:
         assert np.array_equal(rolled["s"], want)
+    assert base["s"] is counted  # every roll-up summed the same counted matrix
+    # a roll-up of a matrix that exists refers to the matrix itself
+    assert Histograms({"s": dense}).rolled_up(np.arange(classes) // 3, 30)._values["s"].base is dense
 
 
 def test_a_renumbering_moves_each_class_to_its_new_number():
@@ -121,6 +126,12 @@ def test_pickling_computes_the_recipes_and_ships_no_rows():
     assert not copy.pending("s")
     assert copy["s"].tolist() == [[0, 2, 0], [2, 0, 0], [0, 0, 1]]
     assert b"RowCounts" not in pickle.dumps(hists)
+    # a roll-up whose rows are not counted yet ships its sums, not the rows nor their histogram
+    pending = Histograms({"s": RowCounts(row_class, codes, 3, 3)})
+    rolled = pending.rolled_up(np.array([0, 1, 0]), 2)
+    blob = pickle.dumps(rolled)
+    assert b"RowCounts" not in blob and b"ClassSums" not in blob
+    assert pickle.loads(blob)["s"].tolist() == [[0, 2, 1], [2, 0, 0]]
 
 
 @pytest.mark.parametrize("suppression", [0.0, 0.05])

@@ -30,6 +30,26 @@ def _dense_rollup(dense: np.ndarray, class_map: np.ndarray, n: int) -> np.ndarra
     return out
 
 
+def _dense_rows(row_class: np.ndarray, codes: np.ndarray, classes: int, domain: int) -> np.ndarray:
+    out = np.zeros((classes, domain), dtype=np.int64)
+    np.add.at(out, (row_class, codes), 1)
+    return out
+
+
+def test_a_large_tables_row_histogram_is_counted_at_its_first_rollup(monkeypatch):
+    """Above LAZY_BASE_ROWS a roll-up must not keep the row map alive: the rows are counted
+    when the first roll-up is made (and the row map dropped)."""
+    from fedanon.engine import classhist
+
+    monkeypatch.setattr(classhist, "LAZY_BASE_ROWS", 100)
+    rng = np.random.default_rng(5)
+    row_class, codes = rng.integers(0, 50, size=101), rng.integers(0, 7, size=101)
+    base = SparseHistogram.from_rows(row_class, codes, 50, 7)
+    rolled = base.rollup(np.arange(50) // 5, 10)
+    assert not base.pending and base._rows is None and rolled.pending
+    assert np.array_equal(rolled.toarray(), _dense_rollup(_dense_rows(row_class, codes, 50, 7), np.arange(50) // 5, 10))
+
+
 def test_deferred_rollups_compose_and_sum_only_when_read():
     rng = np.random.default_rng(11)
     n_rows, classes, domain = 5000, 900, 300
@@ -38,7 +58,10 @@ def test_deferred_rollups_compose_and_sum_only_when_read():
     base = SparseHistogram.from_rows(row_class, codes, classes, domain)
     assert base.pending and base.entries == n_rows  # counted when first read
     first = base.rollup(np.arange(classes) // 2, (classes + 1) // 2)
-    assert not base.pending and first.pending  # rolling up from rows counts the rows once
+    assert base.pending and first.pending  # a roll-up refers to the rows' histogram, not yet counted
+    assert np.array_equal(first.toarray(), _dense_rollup(_dense_rows(row_class, codes, classes, domain),
+                                                         np.arange(classes) // 2, (classes + 1) // 2))
+    assert not base.pending  # reading the roll-up counted the rows once, in the base
     dense = base.toarray()
     assert np.array_equal(first.toarray(), _dense_rollup(dense, np.arange(classes) // 2, (classes + 1) // 2))
     assert base.entries == int(np.count_nonzero(dense))

@@ -531,6 +531,14 @@ class Grouper:
             self._level_maps[key] = m
         return m
 
+    def key_shape(self, levels: tuple[int, ...]) -> tuple[list[int], int, bool]:
+        """(radices, key span, exact) of a node's mixed-radix key: per QI the number of codes at
+        its level, their product and whether it is exact (`key_span`); cached per node, so the
+        list must not be modified. Public for the row partitions (`parallel_grouping.py`), which
+        decide per node how to group it."""
+        radices, span, exact, _ = self._shape(tuple(levels))
+        return radices, span, exact
+
     def _shape(self, levels: tuple[int, ...]) -> tuple[list[int], int, bool, np.ndarray]:
         """(radices, key span, exact, float strides) of a node's key, cached per node: a check
         needs them once or twice, and building them cost ~10 us of Python per check."""

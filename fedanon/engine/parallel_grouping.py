@@ -212,7 +212,7 @@ def _range_width(span: int, n_ranges: int) -> int:
 def partition_classes(grouper: Grouper, levels: tuple[int, ...], n_ranges: int, out: np.ndarray) -> np.ndarray:
     """Shuffle step 1 on one partition: its classes at `levels` as (exact key, size), ascending,
     written to `out` (int64 rows [key, size]); returns how many classes fall into each key range."""
-    radices = [grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+    radices = grouper.key_shape(levels)[0]
     key, span, _ = combined_key([grouper.column(i, l) for i, l in enumerate(levels)], radices)
     present, sizes = key_sizes(key, span, key.shape[0])
     out[: present.shape[0], 0] = present
@@ -273,8 +273,7 @@ def _serve(conn: Any, layout: _Layout) -> None:
                         reply: Any = partition_classes(grouper, message[1], message[2], classes_of[layout.partition])
                     elif message[0] == "merge":  # shuffle step 2: ("merge", levels, counts, my ranges)
                         levels, counts, ranges = message[1], message[2], message[3]
-                        reply = merge_ranges(classes_of, counts, ranges,
-                                             [grouper.level_sizes[i][l] for i, l in enumerate(levels)])
+                        reply = merge_ranges(classes_of, counts, ranges, grouper.key_shape(levels)[0])
                     else:  # ("group", levels): this partition's class table
                         classes = grouper.group_rows(message[1])
                         reply = (classes.codes, classes.stats)
@@ -378,12 +377,11 @@ class ParallelRowGrouper:
 
     def _small_merge(self, levels: tuple[int, ...]) -> bool:
         """workers x key span <= MERGE_SPAN_SHARE x rows (see there)."""
-        span = float(np.prod([self.grouper.level_sizes[i][l] for i, l in enumerate(levels)], dtype=np.float64))
-        return self.workers * span <= MERGE_SPAN_SHARE * self.grouper.n_rows
+        return self.workers * self.grouper.key_shape(levels)[1] <= MERGE_SPAN_SHARE * self.grouper.n_rows
 
     def _shuffled(self, levels: tuple[int, ...]) -> bool:
         """Sizes-only statistics and an exact key: grouped by a shuffle where the merge would be large."""
-        return self.can_shuffle and key_span([self.grouper.level_sizes[i][l] for i, l in enumerate(levels)])[1]
+        return self.can_shuffle and self.grouper.key_shape(levels)[2]
 
     def takes(self, levels: tuple[int, ...]) -> bool:
         """Nodes whose partition merge stays small, and by a shuffle those with class sizes only."""
@@ -398,7 +396,7 @@ class ParallelRowGrouper:
             conn.send(("group", levels))
         own = self._local.group_rows(levels)
         parts = [(own.codes, own.stats)] + [self._receive(conn) for conn in self._conns]
-        radices = [self.grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+        radices = self.grouper.key_shape(levels)[0]
         return merge_partition_classes(levels, parts, radices)
 
     def _shuffle(self, levels: tuple[int, ...]) -> Classes:
@@ -413,7 +411,7 @@ class ParallelRowGrouper:
         mine = [list(range(w, n_ranges, self.workers)) for w in range(self.workers)]
         for w, conn in enumerate(self._conns, start=1):
             conn.send(("merge", levels, counts, mine[w]))
-        radices = [self.grouper.level_sizes[i][l] for i, l in enumerate(levels)]
+        radices = self.grouper.key_shape(levels)[0]
         parts = [merge_ranges(self._classes_of, counts, mine[0], radices)]
         parts += [self._receive(conn) for conn in self._conns]
         # range r was merged by process r % workers, as its (r // workers)-th range

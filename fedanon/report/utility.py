@@ -17,7 +17,7 @@ import numpy as np
 
 from fedanon.engine.anonymizer import SUPPRESSED, Prepared, prepare
 from fedanon.engine.config import METRICS, AnonymizationConfig
-from fedanon.engine.grouping import Classes
+from fedanon.engine.grouping import Classes, value_counts
 from fedanon.engine.hierarchy import Hierarchy
 from fedanon.engine.metrics import build_metric
 from fedanon.engine.result import AnonymizationResult
@@ -96,8 +96,7 @@ class ValueCounts:
     def all(self, column: int) -> np.ndarray:
         """How often each code of `column` occurs in the table."""
         if column not in self._all:
-            self._all[column] = np.bincount(self.table.codes[:, column],
-                                            minlength=len(self.table.dictionaries[column])).astype(np.int64)
+            self._all[column] = value_counts(self.table.codes[:, column], len(self.table.dictionaries[column]))
         return self._all[column]
 
     def released(self, column: int) -> np.ndarray:

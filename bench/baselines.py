@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 import fedanon  # noqa: E402
 from fedanon.engine.anonymizer import anonymize  # noqa: E402
-from fedanon.engine.baselines import horizontal_baseline, vertical_baseline  # noqa: E402
-from fedanon.engine.config import AnonymizationConfig, LDiversity  # noqa: E402
-from fedanon.engine.csvio import read_table_csv  # noqa: E402
-from fedanon.engine.hierarchy import Hierarchy  # noqa: E402
-from fedanon.engine.table import EncodedTable  # noqa: E402
+from fedanon.oracle.baselines import horizontal_baseline, vertical_baseline  # noqa: E402
+from fedanon.model.config import AnonymizationConfig, LDiversity  # noqa: E402
+from fedanon.data.io.delimited import read_table_csv  # noqa: E402
+from fedanon.data.hierarchy import Hierarchy  # noqa: E402
+from fedanon.data.table import EncodedTable  # noqa: E402
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 ATTRIBUTES = ["age", "race", "sex", "education", "marital-status", "native-country", "occupation",

@@ -2,7 +2,7 @@
 
     python3 bench/csvio.py [--scale 10] [--repeat 3] [--json OUT.json]
 
-Phases, each best of --repeat: `read` (fedanon.engine.csvio.read_columns: pyarrow's
+Phases, each best of --repeat: `read` (fedanon.data.io.delimited.read_columns: pyarrow's
 multithreaded reader into per-column codes + dictionaries), `encode` (the engine's int32
 code matrix), `write` (write_columns: per-value quoting, pyarrow batch join). The
 reference, measured in the same run on the same file, is the row-wise path the project
@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fedanon  # noqa: E402
-from fedanon.engine.csvio import read_columns, write_columns  # noqa: E402
-from fedanon.engine.table import EncodedTable  # noqa: E402
+from fedanon.data.io.delimited import read_columns, write_columns  # noqa: E402
+from fedanon.data.table import EncodedTable  # noqa: E402
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult" / "adult.csv"
 

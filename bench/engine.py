@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     naive = min(naive_node_check(header, rows, hier, ATTRS, ref_levels, 5) for _ in range(3))
 
     # second reference measured in this run: exhaustive (all-nodes) search vs Flash on a small config
-    from fedanon.engine.exhaustive import exhaustive_optimum
+    from fedanon.oracle.exhaustive import exhaustive_optimum
 
     small = AnonymizationConfig(ATTRS[:7], k=5, suppression=0.05)
     t0 = CLOCK()

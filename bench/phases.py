@@ -33,7 +33,7 @@ def measure(millions: float, suppression: float) -> dict:
     from bench.tables import ATTRS, load_adult, resample_codes
     from fedanon.engine import AnonymizationConfig, EncodedTable
     from fedanon.engine.anonymizer import materialize, prepare
-    from fedanon.engine.flash import FlashSearch
+    from fedanon.engine.search.flash import FlashSearch
 
     header, rows, hier = load_adult()
     table = resample_codes(EncodedTable.from_rows(header, rows), int(round(millions * 1_000_000)))

@@ -41,9 +41,9 @@ import fedanon  # noqa: E402
 from fedanon.cli.simulate import simulate_table  # noqa: E402
 from fedanon.crypto import parallel  # noqa: E402
 from fedanon.crypto.commutative import get_commutative_cipher  # noqa: E402
-from fedanon.engine.config import AnonymizationConfig  # noqa: E402
-from fedanon.engine.csvio import read_table_csv  # noqa: E402
-from fedanon.engine.hierarchy import Hierarchy  # noqa: E402
+from fedanon.model.config import AnonymizationConfig  # noqa: E402
+from fedanon.data.io.delimited import read_table_csv  # noqa: E402
+from fedanon.data.hierarchy import Hierarchy  # noqa: E402
 from fedanon.protocols.equivalence import centralized, differences  # noqa: E402
 from fedanon.protocols.protocol_a import PHASES  # noqa: E402
 

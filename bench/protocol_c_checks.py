@@ -60,8 +60,8 @@ def main() -> None:
     from fedanon.crypto.counters import PaillierCounterPrivateKey
     from fedanon.engine import EncodedTable, read_table_csv
     from fedanon.engine.anonymizer import prepare_structure, search
-    from fedanon.engine.config import AnonymizationConfig
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.model.config import AnonymizationConfig
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.protocols.counted_checks import CountJudge, EncryptedCountChecker, RowCounters
     from fedanon.protocols.pseudotuples import resample_rows
 

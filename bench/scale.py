@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.tables import ATTRS, DATA, load_adult, resample_codes  # noqa: E402
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize  # noqa: E402
-from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits  # noqa: E402
+from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits  # noqa: E402
 
 COPIES = ["age", "education", "marital-status", "workclass", "sex", "race"]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 import fedanon
 from fedanon.engine import EncodedTable, Hierarchy
-from fedanon.engine.csvio import read_table_csv
+from fedanon.data.io.delimited import read_table_csv
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",

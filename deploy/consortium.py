@@ -41,9 +41,9 @@ from netlab import NetLab, NetLabError, parse_rate, unavailable_reason  # noqa: 
 import tomli_w  # noqa: E402
 
 import fedanon  # noqa: E402
-from fedanon.engine.config import AnonymizationConfig  # noqa: E402
-from fedanon.engine.csvio import read_table_csv, write_table_csv  # noqa: E402
-from fedanon.engine.hierarchy import Hierarchy  # noqa: E402
+from fedanon.model.config import AnonymizationConfig  # noqa: E402
+from fedanon.data.io.delimited import read_table_csv, write_table_csv  # noqa: E402
+from fedanon.data.hierarchy import Hierarchy  # noqa: E402
 from fedanon.parties import certs  # noqa: E402
 from fedanon.parties.config import (  # noqa: E402
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict, run_config_dict,

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.config import AnonymizationConfig, LDiversity, TCloseness
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, LDiversity, TCloseness
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
-from fedanon.engine.runconfig import parse_l_diversity, parse_t_closeness
-from fedanon.engine.table import EncodedTable
+from fedanon.cli.runconfig import parse_l_diversity, parse_t_closeness
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, InputError
-from fedanon.hierarchies import BUILDERS, build_for_values
+from fedanon.data.builders import BUILDERS, build_for_values
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 
 
 @st.composite

@@ -18,9 +18,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 import fedanon
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import ProtocolError
 from fedanon.protocols.api import LocalData, RunSettings

@@ -1,4 +1,4 @@
-"""Result and report files appear whole or not at all (`fedanon/atomicfile.py`).
+"""Result and report files appear whole or not at all (`fedanon/kit/atomicfile.py`).
 
 A write that fails halfway (a full disk here) must leave neither a truncated release that
 looks like a result nor a temporary file, and must not destroy the previous file. Unit
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fedanon
-from fedanon.atomicfile import atomic_binary, write_text_atomic
+from fedanon.kit.atomicfile import atomic_binary, write_text_atomic
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 ROOT = Path(fedanon.__file__).resolve().parent.parent

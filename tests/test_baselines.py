@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 import fedanon
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.baselines import (BASELINE_METRICS, horizontal_baseline, recoded_loss, secure_loss,
+from fedanon.oracle.baselines import (BASELINE_METRICS, horizontal_baseline, recoded_loss, secure_loss,
                                       vertical_baseline)
-from fedanon.engine.config import AnonymizationConfig, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.model.config import AnonymizationConfig, LDiversity, TCloseness
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 
 DATA = Path(fedanon.__file__).parent / "data"

@@ -17,8 +17,8 @@ import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, read_table_csv
 from fedanon.engine.anonymizer import prepare_structure
-from fedanon.engine.config import LDiversity
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import LDiversity
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols import class_sums
 from fedanon.protocols.class_sums import NodeSums
 from fedanon.protocols.pseudotuples import resample_rows

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 from fedanon.protocols import codec
 

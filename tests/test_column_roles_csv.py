@@ -14,7 +14,7 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.csvio import read_columns, read_table_csv, write_table_csv
+from fedanon.data.io.delimited import read_columns, read_table_csv, write_table_csv
 
 EX = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ("age", "sex", "zipcode")
@@ -104,7 +104,7 @@ def test_undeclared_name_column_removed_by_simulate_over_daemons(tmp_path, capsy
 @pytest.mark.slow
 def test_daemon_never_loads_or_sends_an_undeclared_column(tmp_path) -> None:
     """Party config with a `name` column nobody declared: it is absent from what leaves the daemon."""
-    from fedanon.engine.config import AnonymizationConfig
+    from fedanon.model.config import AnonymizationConfig
     from fedanon.parties.simulation import SimulatedParty, run_simulation
 
     from example_parties import example_primaries
@@ -216,7 +216,7 @@ def test_parallel_parse_only_without_quotes_and_rows_equal_csv_module(tmp_path) 
     import csv
     import io
 
-    from fedanon.engine import csvio
+    from fedanon.data.io import delimited as csvio
 
     body = "".join(f"{i % 97};v{i % 13};{'x' * (i % 7)}\n" for i in range(450_000))
     assert len(body) > csvio.READ_BLOCK_BYTES
@@ -238,7 +238,7 @@ def test_reading_and_writing_never_import_pandas(tmp_path) -> None:
 
     src = tmp_path / "t.csv"
     src.write_text('a;b\n1; x \n2;"y;z"\n1;w\n')
-    code = ("import sys; from fedanon.engine.csvio import read_columns, write_columns; "
+    code = ("import sys; from fedanon.data.io.delimited import read_columns, write_columns; "
             f"t = read_columns({str(src)!r}); write_columns({str(tmp_path / 'o.csv')!r}, t.columns, t.codes, "
             "t.dictionaries); print('pandas' in sys.modules, t.dictionaries)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -25,8 +25,8 @@ import pytest
 import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize
-from fedanon.engine.config import LDiversity, TCloseness
-from fedanon.engine.csvio import read_columns
+from fedanon.model.config import LDiversity, TCloseness
+from fedanon.data.io.delimited import read_columns
 
 DATA = Path(fedanon.__file__).parent / "data"
 EX = DATA / "example"
@@ -242,8 +242,8 @@ def test_engine_uses_the_column_major_columns_without_copying(build):
 def test_writer_equals_csv_module_with_and_without_quoting(tmp_path, values, ahead, cores, monkeypatch):
     """Both writer paths (pyarrow's CSV writer when nothing needs quoting, quoted joins
     otherwise), batch boundaries and a row selection against csv.writer."""
-    from fedanon.engine import csvio
-    from fedanon.engine.csvio import write_columns
+    from fedanon.data.io import delimited as csvio
+    from fedanon.data.io.delimited import write_columns
 
     monkeypatch.setattr(csvio, "WRITE_AHEAD_PER_THREAD", ahead)
     monkeypatch.setattr(csvio, "available_cores", lambda: cores)
@@ -276,7 +276,7 @@ def test_writer_failure_is_an_os_error_not_a_hang():
     """A write that fails midway (disk full) surfaces as OSError; no formatting thread is left behind."""
     import threading
 
-    from fedanon.engine import csvio
+    from fedanon.data.io import delimited as csvio
 
     n = 3 * csvio.WRITE_BATCH_ROWS
     codes = [np.zeros(n, dtype=np.uint8)]

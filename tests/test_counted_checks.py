@@ -18,8 +18,8 @@ import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize, read_table_csv
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
-from fedanon.engine.config import DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols.counted_checks import (
     CountJudge,
     EncryptedCountChecker,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.daemon import PartyService, RunState
 from fedanon.parties.inbox import RunInbox
 from fedanon.protocols.api import RunSettings

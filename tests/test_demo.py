@@ -16,7 +16,7 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.csvio import read_table_csv
+from fedanon.data.io.delimited import read_table_csv
 from fedanon.errors import FedanonError
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 
@@ -78,7 +78,7 @@ def test_conflicting_hierarchies_stop_a_daemon_run(tmp_path: Path) -> None:
                                        "zipcode": EXAMPLE / "example_hierarchy_zipcode.csv"},
                                       {"diagnosis": None}))
     parties.append(SimulatedParty("helper", "helper"))
-    from fedanon.engine.config import AnonymizationConfig
+    from fedanon.model.config import AnonymizationConfig
     with pytest.raises(FedanonError, match="hierarchies of column 'age' disagree between party 'p1' and party 'p2'"):
         run_simulation(parties, "B", "horizontal", AnonymizationConfig(["age", "sex", "zipcode"], k=2), "p1")
 

@@ -88,7 +88,7 @@ def test_result_independent_of_values_and_dictionary_order(adult, k, suppression
                                     "discernibility-star", "entropy", "nonuniform-entropy"])
 def test_adult_sample_flash_equals_exhaustive(adult, metric):
     """Real data, real hierarchies: 10,054 ADULT rows, 6 QIs (720 nodes), with and without suppression."""
-    from fedanon.engine.exhaustive import exhaustive_optimum
+    from fedanon.oracle.exhaustive import exhaustive_optimum
 
     header, rows, hier = adult
     table = EncodedTable.from_rows(header, rows[::3])

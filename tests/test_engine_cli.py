@@ -15,10 +15,10 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.verify import verify_anonymized
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.oracle.verify import verify_anonymized
 
 DATA = Path(fedanon.__file__).parent / "data"
 EX = DATA / "example"
@@ -257,7 +257,7 @@ def test_subset_rows_match_as_a_multiset(tmp_path):
     from fedanon.cli.anonymize import match_subset
     from fedanon.errors import InputError
 
-    from fedanon.engine.csvio import read_columns
+    from fedanon.data.io.delimited import read_columns
 
     source = tmp_path / "in.csv"
     source.write_text("a;b\n1;x\n2;y\n1;x\n3;z\n")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fedanon.engine.config import DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.runconfig import (
+from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.cli.runconfig import (
     add_privacy_arguments,
     config_from_args,
     parse_delta_presence,

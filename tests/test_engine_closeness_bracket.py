@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedanon.engine.closeness import TClosenessCriterion
-from fedanon.engine.config import TCloseness
-from fedanon.engine.criteria import ClassStats, CriterionContext
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.privacy.tcloseness import TClosenessCriterion
+from fedanon.model.config import TCloseness
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext
+from fedanon.data.hierarchy import Hierarchy
 from tests.reference import EPS, Tree, emd_equal, emd_hierarchical
 
 

@@ -9,8 +9,8 @@ import pytest
 
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, NoSolutionError, anonymize, read_table_csv
-from fedanon.engine.lattice import Lattice
-from fedanon.engine.table import EncodedTable as _T
+from fedanon.engine.search.lattice import Lattice
+from fedanon.data.table import EncodedTable as _T
 from fedanon.errors import FedanonError, HierarchyError, InputError
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"

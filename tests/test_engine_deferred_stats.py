@@ -20,7 +20,7 @@ import pytest
 
 from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.classhist import SparseHistogram
+from fedanon.stats.classhist import SparseHistogram
 from test_engine_saturation import QIS, _nodes, _random_table, assert_same_result
 
 
@@ -39,7 +39,7 @@ def _dense_rows(row_class: np.ndarray, codes: np.ndarray, classes: int, domain: 
 def test_a_large_tables_row_histogram_is_counted_at_its_first_rollup(monkeypatch):
     """Above LAZY_BASE_ROWS a roll-up must not keep the row map alive: the rows are counted
     when the first roll-up is made (and the row map dropped)."""
-    from fedanon.engine import classhist
+    from fedanon.stats import classhist
 
     monkeypatch.setattr(classhist, "LAZY_BASE_ROWS", 100)
     rng = np.random.default_rng(5)

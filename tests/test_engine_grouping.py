@@ -15,10 +15,11 @@ import itertools
 import numpy as np
 import pytest
 
-from fedanon.engine import grouping
-from fedanon.engine.grouping import (Grouper, combined_key, count_keys, gather, group_key, key_dtype,
-                                     mixed_radix_digits)
-from fedanon.engine.lattice import Lattice
+from fedanon.engine.check import grouping
+from fedanon.stats import keys as keymath
+from fedanon.engine.check.grouping import Grouper
+from fedanon.stats.keys import combined_key, count_keys, gather, group_key, key_dtype, mixed_radix_digits
+from fedanon.engine.search.lattice import Lattice
 
 
 def reference_groups(keys: np.ndarray) -> tuple[list[int], list[int]]:
@@ -46,7 +47,7 @@ def test_group_key_counting_and_sorting_equal_reference(name, keys, span):
     first, inverse = group_key(keys.astype(np.int64), span)
     assert inverse.tolist() == ids
     assert keys[first].tolist() == distinct
-    if span <= grouping.counting_span(keys.shape[0]):
+    if span <= keymath.counting_span(keys.shape[0]):
         present, inv2 = count_keys(keys.astype(key_dtype(span)) if span <= 1 << 32 else keys, span)
         assert present.tolist() == distinct and inv2.tolist() == ids
 
@@ -57,7 +58,7 @@ def test_counting_and_sorting_agree_on_the_same_keys(monkeypatch):
     for n, span in [(1, 3), (17, 17), (1000, 5000), (3000, 100_000)]:
         keys = rng.integers(0, span, n)
         counted = group_key(keys, span)
-        monkeypatch.setattr(grouping, "counting_span", lambda n: 0)
+        monkeypatch.setattr(keymath, "counting_span", lambda n: 0)
         sorted_ = group_key(keys, span)
         monkeypatch.undo()
         assert counted[1].tolist() == sorted_[1].tolist()
@@ -82,10 +83,10 @@ def test_combined_key_is_the_mixed_radix_number_in_the_narrowest_type():
 
 @pytest.mark.parametrize("n", [8, 14, 15, 50])
 def test_blocked_key_equals_the_mixed_radix_number(monkeypatch, n):
-    """Keys of more than `_BLOCK_ROWS` rows are built block by block (full blocks and a
+    """Keys of more than `BLOCK_ROWS` rows are built block by block (full blocks and a
     partial last one): same values and type as the plain fold, for every key width,
     columns of radix 1 skipped (first, middle, all)."""
-    monkeypatch.setattr(grouping, "_BLOCK_ROWS", 7)
+    monkeypatch.setattr(keymath, "BLOCK_ROWS", 7)
     rng = np.random.default_rng(16)
     for radices in ([1, 3, 1, 4], [256], [257, 1, 3], [16, 16, 16, 16], [70000, 60000], [1 << 20] * 3, [1, 1]):
         cols = [rng.integers(0, r, n).astype(np.uint8 if r <= 256 else np.uint32) for r in radices]
@@ -111,7 +112,7 @@ def test_overflowing_key_is_compacted_and_still_groups_correctly():
 
 
 def test_blocked_gather_equals_plain_indexing(monkeypatch):
-    monkeypatch.setattr(grouping, "_BLOCK_ROWS", 7)
+    monkeypatch.setattr(keymath, "BLOCK_ROWS", 7)
     rng = np.random.default_rng(8)
     table = rng.integers(0, 200, 50).astype(np.uint8)
     for n in (0, 1, 7, 8, 50, 51):
@@ -169,8 +170,8 @@ def test_group_rows_every_path_equals_reference(monkeypatch, block_rows):
     """Every node of a small lattice, with blocks of the full table and of 64 rows
     (the block loop, its last partial block included); a smaller block-counting span
     so that all three paths occur on 1,000 rows."""
-    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
-    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 4096)
+    monkeypatch.setattr(keymath, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(keymath, "BLOCK_SPAN", 4096)
     qi, maps, sens, sizes, subset = random_problem(9, 1000)
     g = Grouper(qi, maps, sens, sizes, subset)
     nodes = all_levels(maps)
@@ -184,8 +185,8 @@ def test_group_rows_every_path_equals_reference(monkeypatch, block_rows):
         for cls, r in enumerate(ref):
             assert set(np.flatnonzero(kept.row_class == cls).tolist()) == set(r[4])
         span = int(np.prod([int(maps[i][l].max()) + 1 for i, l in enumerate(levels)]))  # the key span, from the maps
-        paths.add("block" if span <= grouping._BLOCK_SPAN else
-                  "count" if span <= grouping.counting_span(g.n_rows) else "sort")
+        paths.add("block" if span <= keymath.BLOCK_SPAN else
+                  "count" if span <= keymath.counting_span(g.n_rows) else "sort")
     assert paths == {"block", "count", "sort"}
 
 
@@ -195,8 +196,8 @@ def test_sizes_only_grouping_equals_reference(monkeypatch, block_rows):
     class per row: counted keys or run lengths of the sorted keys. Every node, both of
     those paths asserted to occur, and the same classes as with `keep_rows` (which
     still builds the row -> class map)."""
-    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
-    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 16)
+    monkeypatch.setattr(keymath, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(keymath, "BLOCK_SPAN", 16)
     qi, maps, _, _, _ = random_problem(14, 1000, sensitive_domains=(), with_subset=False)
     g = Grouper(qi, maps, {}, {}, None)
     paths = set()
@@ -209,8 +210,8 @@ def test_sizes_only_grouping_equals_reference(monkeypatch, block_rows):
         assert kept.codes.tolist() == classes.codes.tolist()
         assert kept.stats.sizes.tolist() == classes.stats.sizes.tolist()
         span = int(np.prod([int(maps[i][l].max()) + 1 for i, l in enumerate(levels)]))  # the key span, from the maps
-        paths.add("block" if span <= grouping._BLOCK_SPAN else
-                  "count" if span <= grouping.sizes_counting_span(g.n_rows) else "sort")
+        paths.add("block" if span <= keymath.BLOCK_SPAN else
+                  "count" if span <= keymath.sizes_counting_span(g.n_rows) else "sort")
     assert paths == {"block", "count", "sort"}
 
 
@@ -218,8 +219,8 @@ def test_sizes_only_grouping_equals_reference(monkeypatch, block_rows):
 def test_sizes_only_counting_and_sorting_each_equal_reference(monkeypatch, counted_up_to):
     """The sizes-only path on every node with the counting/sorting choice forced one way
     and then the other (the choice depends on span and rows only, so both must agree)."""
-    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 1)
-    monkeypatch.setattr(grouping, "sizes_counting_span", lambda n: counted_up_to)
+    monkeypatch.setattr(keymath, "BLOCK_SPAN", 1)
+    monkeypatch.setattr(keymath, "sizes_counting_span", lambda n: counted_up_to)
     qi, maps, _, _, _ = random_problem(17, 700, sensitive_domains=(), with_subset=False)
     g = Grouper(qi, maps, {}, {}, None)
     for levels in all_levels(maps):
@@ -232,9 +233,9 @@ def test_sizes_only_counting_and_sorting_each_equal_reference(monkeypatch, count
 def test_sizes_only_sort_leaves_the_cached_columns_alone(monkeypatch, block_rows):
     """The sort path sorts the key in place: the key must never be a cached column, also
     not where a single column has a radix above 1 (the key is then that column's values)."""
-    monkeypatch.setattr(grouping, "_BLOCK_SPAN", 1)
-    monkeypatch.setattr(grouping, "_BLOCK_ROWS", block_rows)
-    monkeypatch.setattr(grouping, "sizes_counting_span", lambda n: 0)
+    monkeypatch.setattr(keymath, "BLOCK_SPAN", 1)
+    monkeypatch.setattr(keymath, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(keymath, "sizes_counting_span", lambda n: 0)
     qi, maps, _, _, _ = random_problem(19, 500, sensitive_domains=(), with_subset=False)
     tops = [m.shape[0] - 1 for m in maps]
     g = Grouper(qi, maps, {}, {}, None)
@@ -259,9 +260,9 @@ def test_mixed_radix_digits_of_narrow_and_wide_keys():
         key = np.zeros(200, dtype=np.int64)
         for col, r in zip(digits.T, radices):
             key = key * r + col
-        span, _ = grouping.key_span(radices)
+        span, _ = keymath.key_span(radices)
         for keys in ([key, key.astype(key_dtype(span))] if span <= 1 << 32 else [key]):
-            got = grouping.mixed_radix_digits(keys, radices)
+            got = keymath.mixed_radix_digits(keys, radices)
             assert got.dtype == np.int32 and got.flags.c_contiguous
             assert got.tolist() == digits.tolist()
 
@@ -274,7 +275,7 @@ def test_mixed_radix_digits_invert_the_key_on_random_radices():
         key = np.zeros(300, dtype=np.int64)
         for col, r in zip(digits.T, radices):
             key = key * r + col
-        assert grouping.mixed_radix_digits(key, radices).tolist() == digits.tolist()
+        assert keymath.mixed_radix_digits(key, radices).tolist() == digits.tolist()
 
 
 def test_group_rows_without_subset_and_with_a_wide_sensitive_domain():
@@ -383,15 +384,15 @@ def test_packed_level_comparison_equals_elementwise():
     rng = np.random.default_rng(21)
     for _ in range(200):
         tops = rng.integers(0, 20, rng.integers(1, 10)).tolist()
-        offsets, guard = grouping.level_fields(tops)
+        offsets, guard = keymath.level_fields(tops)
         assert offsets is not None
         stored = np.array([[rng.integers(0, t + 1) for t in tops] for _ in range(40)])
         asked = [int(rng.integers(0, t + 1)) for t in tops]
-        packed = np.array([grouping.packed_levels(tuple(s), offsets) for s in stored], dtype=np.int64)
-        below = ((grouping.packed_levels(tuple(asked), offsets) | guard) - packed) & guard == guard
+        packed = np.array([keymath.packed_levels(tuple(s), offsets) for s in stored], dtype=np.int64)
+        below = ((keymath.packed_levels(tuple(asked), offsets) | guard) - packed) & guard == guard
         assert below.tolist() == [bool((s <= np.array(asked)).all()) for s in stored]
         assert below[[i for i, s in enumerate(stored) if (s == np.array(asked)).all()]].all()
-    assert grouping.level_fields([1000] * 6) == (None, 0)
+    assert keymath.level_fields([1000] * 6) == (None, 0)
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 8, 9, 70])
@@ -401,7 +402,7 @@ def test_value_counts_equals_a_plain_count(size: int, dtype: type) -> None:
     count of every value, absent values included as 0; a skewed column and a strided one too."""
     from collections import Counter
 
-    from fedanon.engine.grouping import value_counts
+    from fedanon.stats.keys import value_counts
 
     rng = np.random.default_rng(size)
     column = np.minimum(rng.geometric(0.5, 5000) - 1, size - 1).astype(dtype)  # skewed: high values rare or absent

@@ -20,11 +20,11 @@ import pytest
 import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.exhaustive import exhaustive_optimum
-from fedanon.engine.heuristic import SearchLimits
-from fedanon.engine.lattice import Lattice
-from fedanon.engine.verify import verify_result
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.oracle.exhaustive import exhaustive_optimum
+from fedanon.engine.search.heuristic import SearchLimits
+from fedanon.engine.search.lattice import Lattice
+from fedanon.oracle.verify import verify_result
 from fedanon.errors import InputError
 
 DATA = Path(fedanon.__file__).parent / "data"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedanon.engine.checker import ClassJudge
-from fedanon.engine.criteria import ClassStats, CriterionContext, KAnonymity
-from fedanon.engine.grouping import Classes
-from fedanon.engine.metrics import MetricContext, build_metric
+from fedanon.engine.check.checker import ClassJudge
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext, KAnonymity
+from fedanon.stats.classes import Classes
+from fedanon.model.metrics.classic import MetricContext, build_metric
 
 
 def judge_for(k: int, suppression: float, n_rows: int) -> ClassJudge:

@@ -23,7 +23,7 @@ import pytest
 
 from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.histograms import ClassSums, Histograms, KeyCounts, RowCounts
+from fedanon.stats.histograms import ClassSums, Histograms, KeyCounts, RowCounts
 from test_engine_saturation import QIS, _grouper, _nodes, _random_table, assert_same_result
 
 
@@ -44,12 +44,13 @@ def _recount(table, hier, levels: tuple[int, ...], classes) -> np.ndarray:
 @pytest.mark.parametrize("seed", [3, 4])
 @pytest.mark.parametrize("path,recipe", [("block", KeyCounts), ("classes", RowCounts)])
 def test_rows_and_rollups_give_the_recounted_histograms_when_read(seed, path, recipe, monkeypatch):
-    from fedanon.engine import grouping
+    from fedanon.engine.check import grouping
+    from fedanon.stats import keys as keymath
 
     # this table's key spans are small: rows are counted over the span ("block", cells by key);
     # with that path off, by classes ("classes", cells by the row -> class map)
     if path == "classes":
-        monkeypatch.setattr(grouping, "_BLOCK_SPAN", 0)
+        monkeypatch.setattr(keymath, "BLOCK_SPAN", 0)
     table, hier = _random_table(seed, n_rows=600, domain=12)  # 12 values: dense histograms
     grouper = _grouper(table, hier, None)
     nodes = _nodes([5, 4, 3], seed)
@@ -139,7 +140,8 @@ def test_pickling_computes_the_recipes_and_ships_no_rows():
                                    dict(l_diversity=LDiversity("entropy", 2, "s")),
                                    dict(t_closeness=TCloseness(0.3, "equal", "s"))])
 def test_a_search_with_deferred_counts_equals_one_that_counts_at_once(suppression, model, monkeypatch):
-    from fedanon.engine import grouping
+    from fedanon.engine.check import grouping
+    from fedanon.stats import keys as keymath
 
     table, hier = _random_table(5, n_rows=700, domain=12)
     config = AnonymizationConfig(QIS, suppression=suppression, **model)

@@ -12,8 +12,8 @@ import pytest
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy
 from fedanon.engine.anonymizer import LossFractions, local_statistics, prepare_structure
-from fedanon.engine.csvio import read_columns
-from fedanon.engine.metrics import MetricContext, build_metric
+from fedanon.data.io.delimited import read_columns
+from fedanon.model.metrics.classic import MetricContext, build_metric
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "education", "native-country"]

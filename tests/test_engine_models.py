@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 import fedanon
-from fedanon.engine.closeness import TClosenessCriterion
-from fedanon.engine.config import DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.criteria import ClassStats, CriterionContext
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.diversity import LDiversityCriterion
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.presence import DeltaPresenceCriterion
+from fedanon.model.privacy.tcloseness import TClosenessCriterion
+from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.model.privacy.ldiversity import LDiversityCriterion
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.model.privacy.presence import DeltaPresenceCriterion
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
 
@@ -195,7 +196,7 @@ def test_stats_are_additive_so_rollup_preserves_models():
 
 # ----------------------------------------------------------------------------- through anonymize()
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize  # noqa: E402
-from fedanon.engine.verify import verify_anonymized, verify_result  # noqa: E402
+from fedanon.oracle.verify import verify_anonymized, verify_result  # noqa: E402
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 ADULT_ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
@@ -338,7 +339,7 @@ def test_hierarchical_closeness_on_a_forest_is_not_monotone_and_flash_still_find
     to tag every generalization of a t-close node as t-close and returned (1,0,0) with loss 1
     where the bottom node (loss 0) is t-close; the criterion now declares itself not monotone."""
     from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize
-    from fedanon.engine.exhaustive import exhaustive_optimum
+    from fedanon.oracle.exhaustive import exhaustive_optimum
 
     rows = [["q00", "q10", "q20", "s0"], ["q00", "q10", "q20", "s1"], ["q00", "q10", "q20", "s1"],
             ["q00", "q10", "q20", "s1"], ["q01", "q10", "q20", "s1"], ["q01", "q10", "q20", "s3"],

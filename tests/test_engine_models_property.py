@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from engine_strategies import hierarchies
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.engine.config import METRICS, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.exhaustive import exhaustive_optimum
-from fedanon.engine.table import EncodedTable
-from fedanon.engine.verify import verify_anonymized
+from fedanon.model.config import METRICS, DeltaPresence, LDiversity, TCloseness
+from fedanon.oracle.exhaustive import exhaustive_optimum
+from fedanon.data.table import EncodedTable
+from fedanon.oracle.verify import verify_anonymized
 
 MODELS = ["k-anonymity", "distinct", "entropy", "recursive", "t-equal", "t-hierarchical", "delta", "conjunction"]
 METRICS_SAMPLE = list(METRICS)  # all nine, monotone and not
@@ -104,7 +104,7 @@ def _opaque(value: bytes, salt: bytes) -> bytes:
 def test_models_give_the_same_result_on_opaque_values(model, data):
     """Same optimum when every value (table and hierarchies) is replaced by an opaque byte string
     and rows are shuffled -- what running on ciphertext means for the models."""
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.data.hierarchy import Hierarchy
 
     table, hier, cfg, subset, rows = data.draw(model_instances(model))
     try:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from engine_strategies import instances
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.engine.config import METRICS
-from fedanon.engine.exhaustive import exhaustive_optimum
+from fedanon.model.config import METRICS
+from fedanon.oracle.exhaustive import exhaustive_optimum
 
 
 def _same(a: float, b: float) -> bool:
@@ -43,9 +43,9 @@ def test_flash_equals_exhaustive(metric, inst, k, suppression):
 import numpy as np  # noqa: E402
 
 from fedanon.engine.anonymizer import prepare  # noqa: E402
-from fedanon.engine.checker import LocalChecker  # noqa: E402
-from fedanon.engine.criteria import Criterion, CriterionContext, KAnonymity  # noqa: E402
-from fedanon.engine.flash import FlashSearch, better  # noqa: E402
+from fedanon.engine.check.checker import LocalChecker  # noqa: E402
+from fedanon.model.criterion import Criterion, CriterionContext, KAnonymity  # noqa: E402
+from fedanon.engine.search.flash import FlashSearch, better  # noqa: E402
 
 
 class EvenSizes(Criterion):

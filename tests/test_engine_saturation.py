@@ -21,12 +21,13 @@ import pytest
 
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.classhist import SparseHistogram
-from fedanon.engine.closeness import TClosenessCriterion
-from fedanon.engine.config import AnonymizationConfig as Config
-from fedanon.engine.criteria import ClassStats, saturation_thresholds, build_criteria
-from fedanon.engine.diversity import LDiversityCriterion
-from fedanon.engine.grouping import Grouper
+from fedanon.stats.classhist import SparseHistogram
+from fedanon.model.privacy.tcloseness import TClosenessCriterion
+from fedanon.model.config import AnonymizationConfig as Config
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import saturation_thresholds, build_criteria
+from fedanon.model.privacy.ldiversity import LDiversityCriterion
+from fedanon.engine.check.grouping import Grouper
 
 QIS = ["a", "b", "c"]
 

@@ -25,11 +25,12 @@ from fedanon.engine.anonymizer import (
     search,
     Statistics,
 )
-from fedanon.engine.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.engine.criteria import ClassStats, CriterionContext, build_criteria
-from fedanon.engine.grouping import Classes
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.metrics import build_metric
+from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext, build_criteria
+from fedanon.stats.classes import Classes
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.model.metrics.classic import build_metric
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
 

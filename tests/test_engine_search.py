@@ -9,10 +9,10 @@ import numpy as np
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.checker import Checker, NodeEvaluation
-from fedanon.engine.flash import FlashSearch
-from fedanon.engine.grouping import Grouper
-from fedanon.engine.lattice import Lattice
+from fedanon.engine.check.checker import Checker, NodeEvaluation
+from fedanon.engine.search.flash import FlashSearch
+from fedanon.engine.check.grouping import Grouper
+from fedanon.engine.search.lattice import Lattice
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ["age", "sex", "zipcode"]
@@ -82,7 +82,7 @@ def test_rollup_matches_grouping_from_rows():
     table, hier = example()
     header, rows = read_table_csv(EXAMPLE / "example.csv")
     hier["diagnosis"] = Hierarchy.read_csv(EXAMPLE / "example_hierarchy_diagnosis.csv", "diagnosis")
-    from fedanon.engine.config import LDiversity
+    from fedanon.model.config import LDiversity
 
     cfg = AnonymizationConfig(QIS, k=2, l_diversity=LDiversity("distinct", 2, "diagnosis"))
     prep = prepare(table, hier, cfg)

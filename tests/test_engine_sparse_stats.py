@@ -17,12 +17,13 @@ import pytest
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.classhist import SparseHistogram
-from fedanon.engine.closeness import TClosenessCriterion
-from fedanon.engine.criteria import ClassStats, CriterionContext
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.diversity import LDiversityCriterion
-from fedanon.engine.grouping import Grouper
+from fedanon.stats.classhist import SparseHistogram
+from fedanon.model.privacy.tcloseness import TClosenessCriterion
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.model.privacy.ldiversity import LDiversityCriterion
+from fedanon.engine.check.grouping import Grouper
 from test_engine_saturation import assert_same_result
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"

@@ -1,7 +1,7 @@
 """The engine searches with one BLAS thread and gives the caller's setting back afterwards.
 
 Why it matters: OpenBLAS threads busy-wait between calls, so a multi-threaded BLAS made a
-1.2 M-row search burn 60 % more CPU than its wall time (fedanon.engine.threads).
+1.2 M-row search burn 60 % more CPU than its wall time (fedanon.kit.threads).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize
-from fedanon.engine.heuristic import SearchLimits
+from fedanon.engine.search.heuristic import SearchLimits
 
 
 def _blas_threads() -> set[int]:
@@ -34,7 +34,7 @@ def _table_and_hierarchies():
 def test_search_runs_with_one_blas_thread_and_restores_the_callers(monkeypatch, node_budget):
     if not _blas_threads():
         pytest.skip("NumPy links no BLAS that threadpoolctl can see")
-    import fedanon.engine.checker as checker_module
+    import fedanon.engine.check.checker as checker_module
 
     seen: list[set[int]] = []
     original = checker_module.LocalChecker.evaluate

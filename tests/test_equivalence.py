@@ -16,9 +16,9 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols.equivalence import centralized, differences
 
 DATA = Path(fedanon.__file__).parent / "data" / "example"

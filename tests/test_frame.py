@@ -11,7 +11,7 @@ pd = pytest.importorskip("pandas", reason="pandas is the [frame] extra")
 
 import fedanon  # noqa: E402
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv  # noqa: E402
-from fedanon.engine.verify import verify_anonymized  # noqa: E402
+from fedanon.oracle.verify import verify_anonymized  # noqa: E402
 from fedanon.errors import InputError  # noqa: E402
 
 ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"

@@ -17,9 +17,9 @@ import pytest
 import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
-from fedanon.engine.verify import verify_result
+from fedanon.oracle.verify import verify_result
 from fedanon.errors import InputError
-from fedanon.hierarchies import date_hierarchy, interval_hierarchy, mask_hierarchy, order_hierarchy
+from fedanon.data.builders import date_hierarchy, interval_hierarchy, mask_hierarchy, order_hierarchy
 
 DATA = Path(fedanon.__file__).parent / "data"
 ADULT = DATA / "adult" / "adult.csv"

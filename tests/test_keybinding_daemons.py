@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fedanon
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import FedanonError
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 

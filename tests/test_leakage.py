@@ -19,9 +19,9 @@ import fedanon
 from fedanon.crypto.deterministic import DeterministicCipher
 from fedanon.crypto.errors import DecryptionError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
-from fedanon.engine.config import AnonymizationConfig, LDiversity
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, LDiversity
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import FedanonError
 from fedanon.protocols import codec, protocol_b
 from fedanon.protocols.api import RunSettings
@@ -57,7 +57,7 @@ def views(payload: bytes, depth: int = 0) -> list[bytes]:
 
 def test_scanner_finds_plaintext_hidden_in_our_wire_format() -> None:
     """Positive control: a plaintext cell inside a compressed table inside a message is found."""
-    from fedanon.engine.table import EncodedTable
+    from fedanon.data.table import EncodedTable
     table = EncodedTable.from_rows(["a"], [[CANARY_AGE]] + [["x"]] * 100)
     blob = codec.pack_message({"table": codec.encode_table(table)})
     assert any(CANARY_AGE.encode() in v for v in views(blob))

@@ -383,9 +383,9 @@ def test_protocol_b_over_daemons_logs_no_cell_values(tmp_path: Path) -> None:
 
 def _assert_equals_verified_central(example: Path, out_csv: Path, report: dict, qis: list[str], k: int) -> None:
     """The daemons' release equals the centralized result and passes the independent verifier."""
-    from fedanon.engine.config import AnonymizationConfig
-    from fedanon.engine.csvio import read_table_csv
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.model.config import AnonymizationConfig
+    from fedanon.data.io.delimited import read_table_csv
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.protocols.equivalence import centralized, differences
 
     columns, pooled = read_table_csv(example / "example.csv")

@@ -209,8 +209,8 @@ def test_check_protocol_over_in_memory_transport() -> None:
 
 
 def test_local_data_keeps_only_named_columns_and_subset(tmp_path: Path) -> None:
-    pytest.importorskip("fedanon.engine.csvio")
-    pytest.importorskip("fedanon.engine.hierarchy")
+    pytest.importorskip("fedanon.data.io.delimited")
+    pytest.importorskip("fedanon.data.hierarchy")
     from fedanon.parties.config import DataConfig
     from fedanon.parties.localdata import load_local_data
 
@@ -283,7 +283,7 @@ ca = "{ca}/ca.crt"
 
 
 def test_coordinator_rejects_bad_privacy_before_contacting_anyone(tmp_path: Path) -> None:
-    pytest.importorskip("fedanon.engine.config")
+    pytest.importorskip("fedanon.model.config")
     from fedanon.parties.config import RunConfig, RunPartyEntry, TlsFiles
     from fedanon.parties.coordinator import Coordinator
 

@@ -18,15 +18,16 @@ import numpy as np
 import pytest
 
 import fedanon
-from fedanon.engine import parallel_grouping
+from fedanon.engine.check.backends import processes as parallel_grouping
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize
 from fedanon.engine.anonymizer import prepare, search_and_apply
-from fedanon.engine.classhist import SparseHistogram
-from fedanon.engine.criteria import ClassStats
-from fedanon.engine.csvio import read_columns
-from fedanon.engine.grouping import Classes, Grouper
-from fedanon.engine.parallel_grouping import (AUTO_MIN_ROWS, merge_partition_classes, parallel_rows,
+from fedanon.stats.classhist import SparseHistogram
+from fedanon.stats.classes import ClassStats
+from fedanon.data.io.delimited import read_columns
+from fedanon.stats.classes import Classes
+from fedanon.engine.check.grouping import Grouper
+from fedanon.engine.check.backends.processes import (AUTO_MIN_ROWS, merge_partition_classes, parallel_rows,
                                               resolve_workers)
 from fedanon.errors import InputError
 

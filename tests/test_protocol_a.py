@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import PeerError, ProtocolError
 from fedanon.protocols.api import LocalData, RunSettings

@@ -24,9 +24,9 @@ import tomli_w
 import fedanon
 from fedanon.cli import main as cli_main
 from fedanon.crypto.commutative import EcCipher
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv, write_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.data.io.delimited import read_table_csv, write_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.parties import grpc_transport
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty

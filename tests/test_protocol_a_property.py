@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedanon.engine.config import AnonymizationConfig, LDiversity
+from fedanon.model.config import AnonymizationConfig, LDiversity
 from fedanon.engine.result import NoSolutionError
 from fedanon.protocols.api import RunSettings
 from fedanon.protocols.equivalence import centralized, differences

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import ProtocolError
 from fedanon.protocols.api import LocalData

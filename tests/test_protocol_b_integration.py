@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fedanon.crypto.deterministic import DeterministicCipher, generate_key
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 from fedanon.protocols.cellcrypt import decode_columns, encode_share, random_permutation, tid_tokens, token_keys
 from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies

@@ -16,9 +16,9 @@ import pytest
 import fedanon
 from fedanon.crypto.errors import AuthenticationError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import PeerError
 from fedanon.parties import certs
 from fedanon.protocols import codec

@@ -15,7 +15,7 @@ import pytest
 
 from fedanon.cli.simulate import result_summary
 from fedanon.crypto import paillier_rows
-from fedanon.engine.config import AnonymizationConfig, LDiversity
+from fedanon.model.config import AnonymizationConfig, LDiversity
 from fedanon.engine.result import NoSolutionError
 from fedanon.protocols import codec
 from fedanon.protocols.api import LocalData

@@ -13,7 +13,7 @@ import tomli_w
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.csvio import read_table_csv
+from fedanon.data.io.delimited import read_table_csv
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 

@@ -15,9 +15,9 @@ import pytest
 
 import fedanon
 from fedanon.cli.simulate import simulate_table
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols.equivalence import centralized, differences
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"

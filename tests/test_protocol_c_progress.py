@@ -15,7 +15,7 @@ import time
 import pytest
 
 from fedanon.crypto.parallel import ChunkProgress
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.parties.config import Limits
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty

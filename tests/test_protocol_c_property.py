@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
 from fedanon.engine.result import NoSolutionError
 from fedanon.protocols.api import RunSettings
 from fedanon.protocols.counted_checks import COUNTED_METRICS

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.engine.config import DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from reference import METRICS, Model, Reference
 
 QIS = ["a", "b", "c"]

@@ -18,8 +18,8 @@ import pytest
 import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, LDiversity, TCloseness, read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.verify import verify_anonymized
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.oracle.verify import verify_anonymized
 
 from risk_reference import assert_matches, reference_risk
 

@@ -114,7 +114,7 @@ def test_tid_tokens_of_any_width_join_like_16_byte_ones() -> None:
 
     import numpy as np
 
-    from fedanon.engine.table import EncodedTable
+    from fedanon.data.table import EncodedTable
     from fedanon.protocols.cellcrypt import token_keys
     from fedanon.protocols.integration import check_tids, join_on_tid
 

@@ -11,7 +11,7 @@ import tomli_w
 
 import fedanon
 from fedanon.cli import main
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main as cli_main
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.runconfig import _toml_settings, load_toml
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.cli.runconfig import _toml_settings, load_toml
 from fedanon.errors import INPUT_ERROR_LIMIT, FedanonError, InputError, ProtocolError
 from fedanon.parties.config import Limits, load_party_config, load_run_config
 from fedanon.parties.resultwire import decode_result

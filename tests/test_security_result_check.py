@@ -19,10 +19,10 @@ import pytest
 import fedanon
 import fedanon.protocols.protocol_b as protocol_b
 import fedanon.protocols.protocol_c as protocol_c
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.protocols.api import RunSettings
 from fedanon.protocols.local_run import run_in_memory
 from fedanon.protocols.split import split_horizontal

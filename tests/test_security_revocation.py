@@ -17,7 +17,7 @@ import pytest
 import tomli_w
 
 from fedanon.cli import main as cli_main
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import PeerError
 from fedanon.parties import certs
 from fedanon.parties.config import Limits, PartyConfig, TlsFiles, party_config_dict, run_config_dict

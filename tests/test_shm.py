@@ -1,8 +1,8 @@
-"""The one shared-memory lifecycle (fedanon.shm) that the engine's and the helper's workers use."""
+"""The one shared-memory lifecycle (fedanon.kit.shm) that the engine's and the helper's workers use."""
 
 import pytest
 
-from fedanon.shm import SharedMemory, attached, create_block, release
+from fedanon.kit.shm import SharedMemory, attached, create_block, release
 
 
 def test_reader_sees_the_creators_bytes_and_release_removes_the_block():

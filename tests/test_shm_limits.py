@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(not _namespaces_available(),
 
 
 def test_a_block_larger_than_the_free_shared_memory_is_an_oserror_not_a_bus_error():
-    code = ("import errno; from fedanon.shm import create_block, release\n"
+    code = ("import errno; from fedanon.kit.shm import create_block, release\n"
             "try:\n    create_block(8 << 20)\nexcept OSError as e:\n"
             "    print('refused', e.errno == errno.ENOSPC, e.strerror)\n"
             "b = create_block(4096); b.buf[:4096] = bytes(4096); release(b); print('small block written')\n")

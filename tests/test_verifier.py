@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import fedanon
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
-from fedanon.engine.csvio import read_table_csv
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.verify import verify_anonymized
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.data.io.delimited import read_table_csv
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.oracle.verify import verify_anonymized
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ["age", "sex", "zipcode"]
@@ -132,7 +132,7 @@ def test_verify_result_catches_a_doctored_engine_result(example):
     table = EncodedTable.from_rows(header, rows)
     cfg = AnonymizationConfig(QIS, k=2)
     res = anonymize(table, hier, cfg)
-    from fedanon.engine.verify import verify_result
+    from fedanon.oracle.verify import verify_result
 
     assert verify_result(table, hier, cfg, res) == []
     # doctor the output: un-generalize one zipcode cell

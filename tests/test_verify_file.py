@@ -15,7 +15,7 @@ import pytest
 import fedanon
 from fedanon.cli import anonymize as anonymize_cli
 from fedanon.cli import main
-from fedanon.engine import csvio
+from fedanon.data.io import delimited as csvio
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
 QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age", "sex", "zipcode")]
@@ -75,9 +75,9 @@ def test_fault_on_the_way_to_disk_fails_verify(tmp_path: Path, monkeypatch, caps
 def test_optimum_found_comes_from_the_search(monkeypatch) -> None:
     """Flash proves its optimum; an outcome that does not (a heuristic, a time limit) is reported as such."""
     from fedanon.engine import AnonymizationConfig, anonymize
-    from fedanon.engine import flash
-    from fedanon.engine.hierarchy import Hierarchy
-    from fedanon.engine.table import EncodedTable
+    from fedanon.engine.search import flash
+    from fedanon.data.hierarchy import Hierarchy
+    from fedanon.data.table import EncodedTable
 
     header, rows = csvio.read_table_csv(EXAMPLE / "example.csv")
     table = EncodedTable.from_rows(header, rows)

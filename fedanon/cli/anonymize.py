@@ -18,11 +18,11 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from fedanon.atomicfile import write_text_atomic
-from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
-from fedanon.engine.parallel_grouping import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
-from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
-from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
+from fedanon.kit.atomicfile import write_text_atomic
+from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
+from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
+from fedanon.data.io.delimited import ColumnarTable, read_columns, same_file, write_columns
+from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 
 SUPPRESSED = "*"
@@ -287,7 +287,7 @@ def load_inputs(spec: RunSpec) -> Inputs:
     read and covering every value, research subset matched -- each failure one
     InputError naming file and line, before any work starts.
     """
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.data.hierarchy import Hierarchy
 
     if spec.input is None:
         raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
@@ -352,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
             report["research_subset_rows"] = int(subset.sum())
             report["suppressed_subset_rows"] = int((suppressed & subset).sum())
         if args.verify:
-            from fedanon.engine.verify import verify_output_file
+            from fedanon.oracle.verify import verify_output_file
 
             finish_output()  # the verifier re-reads the file: the file is the result, not the rows in memory
             out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]

@@ -65,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
     from fedanon.cli.simulate import print_phase_table, protocol_phases, result_summary, simulate_table
     from fedanon.protocols.registry import available_protocols, protocol_spec
-    from fedanon.engine.config import AnonymizationConfig
-    from fedanon.engine.csvio import read_table_csv
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.model.config import AnonymizationConfig
+    from fedanon.data.io.delimited import read_table_csv
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.protocols.baseline import baseline_for_split
     from fedanon.protocols.equivalence import centralized, differences
 

@@ -2,7 +2,7 @@
 
 Values come from a column of a table (`--from INPUT.csv --column NAME`) or from
 `--values` (a comma list, or LO..HI for a range of integers). The command is a
-thin shell over `fedanon.hierarchies`; the built hierarchy is validated
+thin shell over `fedanon.data.builders`; the built hierarchy is validated
 (monotone, one row per value) before it is written.
 """
 
@@ -116,7 +116,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.hierarchies import build_for_values, column_values
+    from fedanon.data.builders import build_for_values, column_values
 
     if (args.source is None) == (args.values is None):
         raise InputError("give the values either with --from INPUT.csv --column NAME or with --values")

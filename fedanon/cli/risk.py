@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fedanon.atomicfile import write_text_atomic
+from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 
 
@@ -107,9 +107,9 @@ def reported_suppressed_rows(path: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.engine.csvio import read_table_csv
-    from fedanon.engine.hierarchy import Hierarchy
-    from fedanon.engine.table import EncodedTable
+    from fedanon.data.io.delimited import read_table_csv
+    from fedanon.data.hierarchy import Hierarchy
+    from fedanon.data.table import EncodedTable
     from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk
 
     header, rows = read_table_csv(args.input, args.delimiter)

@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
             outcome.report[key] = summary[key]
     analysis = None
     if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
-        from fedanon.engine.config import AnonymizationConfig
+        from fedanon.model.config import AnonymizationConfig
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"

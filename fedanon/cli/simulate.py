@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fedanon.atomicfile import write_text_atomic
+from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.parties.reaper import sigterm_safe
 
@@ -30,7 +30,7 @@ HELPER = "helper"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fedanon.engine.runconfig import add_privacy_arguments
+    from fedanon.cli.runconfig import add_privacy_arguments
 
     p = subparsers.add_parser(
         "simulate",
@@ -163,7 +163,7 @@ def simulate_table(
 
 
 def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.protocols.api import RunSettings
     from fedanon.protocols.local_run import run_in_memory
 
@@ -189,7 +189,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
                  protocol):
-    from fedanon.engine.csvio import write_table_csv
+    from fedanon.data.io.delimited import write_table_csv
     from fedanon.parties import reaper
     from fedanon.parties.simulation import SimulatedParty, run_simulation
 
@@ -371,8 +371,8 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
     from fedanon.cli.anonymize import load_inputs
-    from fedanon.engine.csvio import write_table_csv
-    from fedanon.engine.runconfig import run_from_args
+    from fedanon.data.io.delimited import write_table_csv
+    from fedanon.cli.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     config, hierarchy_paths, sensitive, _subset_path = spec.privacy

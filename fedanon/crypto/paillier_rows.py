@@ -24,7 +24,7 @@ from gmpy2 import mpz
 
 from fedanon.crypto import parallel
 from fedanon.crypto.paillier import PaillierPublicKey, class_products
-from fedanon.shm import SharedMemory, attached, create_block, release
+from fedanon.kit.shm import SharedMemory, attached, create_block, release
 
 #: Below this many rows per node the sums run in the calling process.
 MIN_PARALLEL_ROWS = 4096

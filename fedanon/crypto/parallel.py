@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
-from fedanon.cores import available_cores
+from fedanon.kit.cores import available_cores
 from fedanon.errors import FedanonError
 
 T = TypeVar("T")

@@ -5,11 +5,11 @@ and the encrypted tables the protocols integrate.
 """
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness, METRICS
-from fedanon.engine.csvio import read_table_csv, write_table_csv
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness, METRICS
+from fedanon.data.io.delimited import read_table_csv, write_table_csv
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 
 __all__ = [
     "AnonymizationConfig",

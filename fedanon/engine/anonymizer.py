@@ -17,18 +17,20 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fedanon.engine.checker import Checker, ClassJudge, LocalChecker, NodeEvaluation
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.criteria import CriterionContext, build_criteria, saturation_thresholds
-from fedanon.engine.flash import FlashSearch, SearchOutcome
-from fedanon.engine.grouping import Classes, Grouper, value_counts
-from fedanon.engine.heuristic import HeuristicSearch, SearchLimits
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.lattice import Lattice
-from fedanon.engine.metrics import MetricContext, build_metric
-from fedanon.engine.parallel_grouping import parallel_rows
+from fedanon.engine.check.checker import Checker, ClassJudge, LocalChecker, NodeEvaluation
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.criterion import CriterionContext, build_criteria, saturation_thresholds
+from fedanon.engine.search.flash import FlashSearch, SearchOutcome
+from fedanon.stats.classes import Classes
+from fedanon.engine.check.grouping import Grouper
+from fedanon.stats.keys import value_counts
+from fedanon.engine.search.heuristic import HeuristicSearch, SearchLimits
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.engine.search.lattice import Lattice
+from fedanon.model.metrics.classic import MetricContext, build_metric
+from fedanon.engine.check.backends.processes import parallel_rows
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import HierarchyError, InputError
 
 SUPPRESSED = b"*"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import InputError, clip
-from fedanon.tomlfile import load_toml_file
+from fedanon.kit.tomlfile import load_toml_file
 from fedanon.parties.certs import check_party_name
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -271,7 +271,7 @@ def load_party_config(path: Path) -> PartyConfig:
             if not isinstance(v, str):
                 _bad(path, f"data.sensitive.{k}", 'a hierarchy CSV path or "" for none')
             sensitive[str(k)] = resolve(path, v) if v else None
-        from fedanon.engine.csvio import check_encoding, parse_delimiter
+        from fedanon.data.io.delimited import check_encoding, parse_delimiter
 
         insensitive = data_section.get("insensitive", list, [])
         if not all(isinstance(n, str) and n for n in insensitive):

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import grpc
 
-from fedanon.atomicfile import write_text_atomic
-from fedanon.engine.csvio import write_table_csv
+from fedanon.kit.atomicfile import write_text_atomic
+from fedanon.data.io.delimited import write_table_csv
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.certs import certificate_name
@@ -70,7 +70,7 @@ def _check_config(protocol: str, privacy: dict[str, Any], source: Path | None = 
             raise InputError(f"{where}protocol {spec.name} needs a [privacy] section "
                              "(quasi_identifiers, k, suppression, metric, ...)")
         return
-    from fedanon.engine.config import AnonymizationConfig
+    from fedanon.model.config import AnonymizationConfig
 
     try:
         AnonymizationConfig.from_dict(dict(privacy)).validate()

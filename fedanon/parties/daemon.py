@@ -356,7 +356,7 @@ class PartyService(pb_grpc.PartyServicer):
         if not config_dict and spec.anonymizes:
             raise _public(f"protocol {spec.name} needs an anonymization config, the run request has none")
         if config_dict:
-            from fedanon.engine.config import AnonymizationConfig
+            from fedanon.model.config import AnonymizationConfig
 
             try:
                 config = AnonymizationConfig.from_dict(config_dict)

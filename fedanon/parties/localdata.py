@@ -33,8 +33,8 @@ def load_local_data(data: DataConfig) -> LocalData:
 
 def load_party_data(data: DataConfig) -> tuple[LocalData, list[str]]:
     """The party's LocalData plus the identifying columns left out of it."""
-    from fedanon.engine.csvio import read_columns
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.data.io.delimited import read_columns
+    from fedanon.data.hierarchy import Hierarchy
 
     table = read_columns(data.csv, data.delimiter, data.encoding)
     header = table.columns

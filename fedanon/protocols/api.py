@@ -16,8 +16,8 @@ from fedanon.protocols.transport import DEFAULT_TIMEOUT_S, Transport
 if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
     import numpy as np
 
-    from fedanon.engine.config import AnonymizationConfig
-    from fedanon.engine.hierarchy import Hierarchy
+    from fedanon.model.config import AnonymizationConfig
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.engine.result import AnonymizationResult
 
 Distribution = Literal["horizontal", "vertical"]

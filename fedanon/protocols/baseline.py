@@ -15,11 +15,11 @@ from typing import Sequence
 import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.baselines import BaselineResult, horizontal_baseline, vertical_baseline
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.oracle.baselines import BaselineResult, horizontal_baseline, vertical_baseline
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.protocols.split import horizontal_row_groups, vertical_column_groups
 
 

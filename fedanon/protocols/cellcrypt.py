@@ -22,8 +22,8 @@ import numpy as np
 
 from fedanon.crypto.deterministic import DeterministicCipher
 from fedanon.crypto.errors import DecryptionError
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 
 #: What the engine writes into every QI cell of a suppressed row. It is shorter than an

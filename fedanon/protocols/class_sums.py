@@ -34,7 +34,7 @@ import numpy as np
 
 from fedanon.crypto.counters import CounterPublicKey
 from fedanon.engine.anonymizer import Structure
-from fedanon.engine.grouping import Classes
+from fedanon.stats.classes import Classes
 
 #: One node's sums: name ("sizes", "hist/<attribute>", "subset") -> (encrypted sums, and per
 #: sum the helper-side number of rows summed into it, pseudotuples included: a bound).

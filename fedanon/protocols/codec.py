@@ -32,8 +32,8 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import snappy
 
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 
 _TABLE_MAGIC = b"FTB1"

@@ -50,11 +50,13 @@ import numpy as np
 
 from fedanon.crypto.counters import CounterPrivateKey, CounterPublicKey
 from fedanon.engine.anonymizer import Structure, metric_context
-from fedanon.engine.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.engine.config import METRICS, AnonymizationConfig
-from fedanon.engine.criteria import ClassStats, CriterionContext, build_criteria
-from fedanon.engine.grouping import Classes, group_keys
-from fedanon.engine.metrics import MetricContext, build_metric
+from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
+from fedanon.model.config import METRICS, AnonymizationConfig
+from fedanon.stats.classes import ClassStats
+from fedanon.model.criterion import CriterionContext, build_criteria
+from fedanon.stats.classes import Classes
+from fedanon.stats.keys import group_keys
+from fedanon.model.metrics.classic import MetricContext, build_metric
 from fedanon.errors import InputError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.cellcrypt import random_permutation

@@ -25,11 +25,11 @@ from typing import Sequence
 import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
-from fedanon.engine.table import EncodedTable
-from fedanon.engine.verify import verify_release, verify_result
+from fedanon.data.table import EncodedTable
+from fedanon.oracle.verify import verify_release, verify_result
 
 
 @dataclass

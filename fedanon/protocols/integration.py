@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 
 

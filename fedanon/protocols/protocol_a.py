@@ -48,9 +48,9 @@ import numpy as np
 from fedanon.crypto.commutative import CommutativeCipher, GroupDictionary, get_commutative_cipher
 from fedanon.crypto.errors import CryptoError
 from fedanon.engine.anonymizer import anonymize, materialize, prepare, search_and_apply
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome

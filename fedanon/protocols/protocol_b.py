@@ -32,9 +32,9 @@ import numpy as np
 
 from fedanon.crypto.deterministic import generate_key
 from fedanon.engine.anonymizer import anonymize
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome

@@ -50,9 +50,9 @@ from fedanon.crypto.deterministic import generate_key
 from fedanon.crypto.keyagreement import sign_public_key, verify_public_key
 from fedanon.crypto.parallel import ChunkProgress
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols import codec
 from fedanon.protocols.api import RoleContext, RoleOutcome

@@ -24,8 +24,8 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.verify import verify_anonymized
+from fedanon.model.config import AnonymizationConfig
+from fedanon.oracle.verify import verify_anonymized
 from fedanon.protocols.api import LocalData
 from fedanon.protocols.validation import LocalProblem
 

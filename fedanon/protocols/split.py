@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import InputError
 from fedanon.protocols.api import LocalData
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from fedanon.engine.config import AnonymizationConfig
+from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.api import LocalData
 
 _SAMPLE = 5

@@ -8,11 +8,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from fedanon.engine.anonymizer import Prepared, prepare
-from fedanon.engine.config import AnonymizationConfig
-from fedanon.engine.grouping import Classes
-from fedanon.engine.hierarchy import Hierarchy
+from fedanon.model.config import AnonymizationConfig
+from fedanon.stats.classes import Classes
+from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
-from fedanon.engine.table import EncodedTable
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 from fedanon.report.risk import DEFAULT_THRESHOLD, RowClasses, suppressed_rows_mask, table_risk
 from fedanon.report.utility import ValueCounts, attribute_utility, distributions, metric_scores, suppressed_classes

@@ -10,7 +10,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from fedanon.atomicfile import write_text_atomic
+from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 from fedanon.report.plots import before_after, paired_bars
 from fedanon.report.risk import risk_bands, size_bins

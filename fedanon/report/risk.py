@@ -39,9 +39,9 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from fedanon.engine.grouping import group_keys
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.table import EncodedTable
+from fedanon.stats.keys import group_keys
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 
 DEFAULT_THRESHOLD = 0.2  # risk above 1/5: records in classes smaller than 5

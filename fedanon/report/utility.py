@@ -16,13 +16,14 @@ import math
 import numpy as np
 
 from fedanon.engine.anonymizer import SUPPRESSED, Prepared, prepare
-from fedanon.engine.config import METRICS, AnonymizationConfig
-from fedanon.engine.grouping import Classes, value_counts
-from fedanon.engine.hierarchy import Hierarchy
-from fedanon.engine.metrics import build_metric
+from fedanon.model.config import METRICS, AnonymizationConfig
+from fedanon.stats.classes import Classes
+from fedanon.stats.keys import value_counts
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.model.metrics.classic import build_metric
 from fedanon.engine.result import AnonymizationResult
-from fedanon.engine.table import EncodedTable
-from fedanon.hierarchies.intervals import nice_width
+from fedanon.data.table import EncodedTable
+from fedanon.data.builders.intervals import nice_width
 
 TOP_VALUES = 15  # values shown per attribute in distributions; the rest is "other"
 

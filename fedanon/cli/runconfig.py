@@ -1,0 +1,404 @@
+"""From command-line flags and/or a TOML run file to an AnonymizationConfig.
+
+Why a module of its own: `fedanon anonymize` and the protocol commands
+(`fedanon simulate`, `fedanon run`) describe the privacy model with the very same
+flags, so the parsing, the TOML format and — most importantly — the error
+messages for bad settings live in one place.
+
+Precedence: built-in defaults < TOML file < command-line flags. Relative paths
+inside a TOML file are resolved against the TOML file's folder, so a run file
+can be moved together with its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fedanon.model.config import (
+    METRICS,
+    AnonymizationConfig,
+    DeltaPresence,
+    LDiversity,
+    TCloseness,
+)
+from fedanon.errors import InputError, clip
+from fedanon.kit.tomlfile import load_toml_file
+
+DEFAULT_METRIC = "nonuniform-entropy"
+
+
+class PrivacySpec(NamedTuple):
+    """What `config_from_args` returns; unpacks as the 4-tuple of the API contract."""
+
+    config: AnonymizationConfig
+    hierarchy_paths: dict[str, Path]   # QI (and sensitive attribute, if given) -> hierarchy CSV
+    sensitive: str | None              # sensitive attribute name, if any
+    subset_path: Path | None           # δ-presence research subset CSV, if any
+
+
+@dataclass
+class RunSpec:
+    """Everything `fedanon anonymize` needs beyond the privacy model."""
+
+    privacy: PrivacySpec
+    input: Path | None
+    output: Path | None
+    report: Path | None
+    delimiter: str
+    drop_suppressed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    encoding: str = "utf-8"
+    hierarchy_delimiter: str | None = None      # None: the data file's delimiter
+    insensitive: list[str] = field(default_factory=list)
+
+    @property
+    def hierarchy_sep(self) -> str:
+        return self.hierarchy_delimiter or self.delimiter
+
+    def declared_columns(self) -> list[str]:
+        """Every column given a role: QIs, the sensitive attribute, insensitive columns."""
+        config, _paths, sensitive, _subset = self.privacy
+        out = list(config.quasi_identifiers)
+        if sensitive is not None:
+            out.append(sensitive)
+        return out + [c for c in self.insensitive if c not in out]
+
+
+# --------------------------------------------------------------------------- argparse
+def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool = True) -> None:
+    """Add the privacy-model flags shared by every command that anonymizes.
+
+    Every default is None so that `config_from_args` can tell "not given" from
+    "given" and let the TOML file fill the gaps.
+    """
+    g = parser.add_argument_group("privacy model")
+    if with_config:
+        g.add_argument("--config", metavar="RUN.toml", default=None,
+                       help="read the run from a TOML file; flags given on the command line override it")
+    g.add_argument("--qi", action="append", metavar="NAME=HIERARCHY.csv", default=None,
+                   help="quasi-identifier and its ARX-format hierarchy (repeat; order = tie-break order)")
+    g.add_argument("--sensitive", metavar="NAME[=HIERARCHY.csv]", default=None,
+                   help="sensitive attribute for l-diversity / t-closeness "
+                        "(the hierarchy is needed for hierarchical t-closeness)")
+    g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
+    g.add_argument("--l-diversity", default=None, metavar="distinct:L|entropy:L|recursive:C,L",
+                   help="l-diversity of the sensitive attribute")
+    g.add_argument("--t-closeness", default=None, metavar="T:equal|T:hierarchical",
+                   help="t-closeness of the sensitive attribute (earth mover's distance)")
+    g.add_argument("--delta-presence", default=None, metavar="DMIN,DMAX:SUBSET.csv",
+                   help="delta-presence; SUBSET.csv holds the research-subset rows of the input")
+    g.add_argument("--suppression", type=float, default=None, metavar="FRACTION",
+                   help="fraction of rows that may be suppressed, in [0, 1) (default 0)")
+    g.add_argument("--metric", default=None, metavar="NAME",
+                   help=f"information-loss metric: {', '.join(METRICS)} (default {DEFAULT_METRIC})")
+    g.add_argument("--insensitive", action="append", default=None, metavar="NAME",
+                   help="a column released unchanged (repeat). Columns given no role (not a QI, "
+                        "sensitive or insensitive) are identifying and are removed from the output")
+    csv_group = parser.add_argument_group("CSV format")
+    csv_group.add_argument("--delimiter", default=None, metavar="CHAR",
+                           help="field delimiter of the data files (default ';'; \\t or tab for a tab)")
+    csv_group.add_argument("--hierarchy-delimiter", default=None, metavar="CHAR",
+                           help="field delimiter of the hierarchy files (default: --delimiter)")
+    csv_group.add_argument("--encoding", default=None, metavar="NAME",
+                           help="text encoding of all input files (default utf-8; a BOM is accepted), "
+                                "e.g. latin-1, cp1252")
+
+
+# --------------------------------------------------------------------------- parsing
+def _float(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not a number") from None
+
+
+def parse_qi(text: str, base: Path | None = None) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise InputError(f"--qi {text!r}: expected NAME=HIERARCHY.csv")
+    return name.strip(), _resolve(path.strip(), base)
+
+
+def parse_sensitive(text: str, base: Path | None = None) -> tuple[str, Path | None]:
+    name, sep, path = text.partition("=")
+    if not name.strip():
+        raise InputError(f"--sensitive {text!r}: expected NAME or NAME=HIERARCHY.csv")
+    return name.strip(), (_resolve(path.strip(), base) if sep and path.strip() else None)
+
+
+def parse_l_diversity(text: str, attribute: str) -> LDiversity:
+    """`distinct:L`, `entropy:L` or `recursive:C,L`."""
+    variant, sep, params = text.partition(":")
+    variant = variant.strip().lower()
+    if not sep:
+        raise InputError(f"--l-diversity {text!r}: expected distinct:L, entropy:L or recursive:C,L")
+    if variant in ("distinct", "entropy"):
+        return LDiversity(variant, _float(params, f"--l-diversity {text!r}: l"), attribute)  # type: ignore[arg-type]
+    if variant == "recursive":
+        c, sep2, l_text = params.partition(",")
+        if not sep2:
+            raise InputError(f"--l-diversity {text!r}: recursive needs C,L (e.g. recursive:4,3)")
+        l_value = _float(l_text, f"--l-diversity {text!r}: l")
+        if l_value != int(l_value):
+            raise InputError(f"--l-diversity {text!r}: recursive (c,l)-diversity needs an integer l")
+        return LDiversity("recursive", l_value, attribute, _float(c, f"--l-diversity {text!r}: c"))
+    raise InputError(f"--l-diversity {text!r}: unknown variant {variant!r} (distinct, entropy, recursive)")
+
+
+def parse_t_closeness(text: str, attribute: str) -> TCloseness:
+    """`T:equal` or `T:hierarchical`."""
+    t_text, sep, kind = text.partition(":")
+    kind = kind.strip().lower() if sep else "equal"
+    if kind not in ("equal", "hierarchical"):
+        raise InputError(f"--t-closeness {text!r}: distance must be 'equal' or 'hierarchical'")
+    return TCloseness(_float(t_text, f"--t-closeness {text!r}: t"), kind, attribute)  # type: ignore[arg-type]
+
+
+def parse_delta_presence(text: str, base: Path | None = None) -> tuple[DeltaPresence, Path]:
+    """`DMIN,DMAX:SUBSET.csv`."""
+    bounds, sep, path = text.partition(":")
+    dmin, sep2, dmax = bounds.partition(",")
+    if not sep or not sep2 or not path.strip():
+        raise InputError(f"--delta-presence {text!r}: expected DMIN,DMAX:SUBSET.csv")
+    what = f"--delta-presence {text!r}"
+    return DeltaPresence(_float(dmin, what + ": dmin"), _float(dmax, what + ": dmax")), _resolve(path.strip(), base)
+
+
+def _resolve(path: str | Path, base: Path | None) -> Path:
+    if "\0" in str(path):
+        raise InputError(f"path {clip(str(path).replace(chr(0), '<NUL>'))!r} contains a NUL character")
+    p = Path(path).expanduser()
+    return p if p.is_absolute() or base is None else base / p
+
+
+# --------------------------------------------------------------------------- TOML
+def load_toml(path: str | Path) -> dict[str, Any]:
+    return load_toml_file(path, "run file")
+
+
+_TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
+              "sensitive", "l_diversity", "t_closeness", "delta_presence", "drop_suppressed",
+              "insensitive", "encoding", "hierarchy_delimiter"}
+
+# the type each scalar TOML key must have (TOML has real booleans and numbers: a quoted
+# "false" is a string, and taking it as true would silently change the release)
+_TOML_TYPES: dict[str, tuple[type, ...]] = {
+    "delimiter": (str,), "hierarchy_delimiter": (str,), "encoding": (str,), "metric": (str,),
+    "k": (int,), "suppression": (int, float), "drop_suppressed": (bool,),
+    "input": (str,), "output": (str,), "report": (str,),
+}
+
+
+def _check_toml_type(source: Path, key: str, value: Any) -> None:
+    kinds = _TOML_TYPES.get(key)
+    if kinds is None:
+        return
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        names = " or ".join("boolean (true/false, unquoted)" if k is bool else
+                            {int: "integer", float: "number", str: "string"}[k] for k in kinds)
+        raise InputError(f"{source}: {key} must be a {names}, got {str(value)[:200]!r}")
+
+
+def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> dict[str, Any]:
+    """Normalize a TOML run file into the same shapes the flags produce.
+
+    `strict=False` lets other commands keep their own keys (e.g. parties) in
+    the same run file; `fedanon anonymize` rejects unknown keys to catch typos.
+    """
+    base = source.parent
+    unknown = sorted(set(doc) - _TOML_KEYS)
+    if unknown and strict:
+        raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
+                         f"allowed: {', '.join(sorted(_TOML_KEYS))}")
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        _check_toml_type(source, key, value)
+    for key in ("input", "output", "report"):
+        if key in doc:
+            out[key] = _resolve(str(doc[key]), base)
+    for key in ("delimiter", "hierarchy_delimiter", "encoding", "metric", "k", "suppression", "drop_suppressed"):
+        if key in doc:
+            out[key] = doc[key]
+    if "insensitive" in doc:
+        names = doc["insensitive"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise InputError(f"{source}: insensitive must be a list of column names, e.g. [\"comment\"]")
+        out["insensitive"] = list(names)
+    if "qi" in doc:
+        qi = doc["qi"]
+        if not isinstance(qi, dict):
+            raise InputError(f"{source}: [qi] must be a table of NAME = \"HIERARCHY.csv\"")
+        out["qi"] = [(str(name), _resolve(str(p), base)) for name, p in qi.items()]
+    if "sensitive" in doc:
+        s = doc["sensitive"]
+        if isinstance(s, str):
+            out["sensitive"] = parse_sensitive(s, base)
+        elif isinstance(s, dict) and "name" in s:
+            out["sensitive"] = (str(s["name"]), _resolve(str(s["hierarchy"]), base) if s.get("hierarchy") else None)
+        else:
+            raise InputError(f"{source}: sensitive must be \"NAME[=HIERARCHY.csv]\" or a table with name/hierarchy")
+    for key in ("l_diversity", "t_closeness", "delta_presence"):
+        if key in doc:
+            out[key] = (doc[key], source)
+    return out
+
+
+def _ldiv_from(value: Any, attribute: str, source: Path | None) -> LDiversity:
+    if isinstance(value, str):
+        return parse_l_diversity(value, attribute)
+    if isinstance(value, dict):
+        try:
+            variant = str(value["variant"])
+            l_value = float(value["l"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{source}: [l_diversity] needs variant and l (and c for recursive)") from None
+        c = value.get("c")
+        return LDiversity(variant, l_value, attribute, float(c) if c is not None else None)  # type: ignore[arg-type]
+    raise InputError(f"{source}: l_diversity must be a string like \"recursive:4,3\" or a table")
+
+
+def _tclose_from(value: Any, attribute: str, source: Path | None) -> TCloseness:
+    if isinstance(value, str):
+        return parse_t_closeness(value, attribute)
+    if isinstance(value, dict):
+        try:
+            return TCloseness(float(value["t"]), str(value.get("kind", "equal")), attribute)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{source}: [t_closeness] needs t (and kind = equal|hierarchical)") from None
+    raise InputError(f"{source}: t_closeness must be a string like \"0.2:hierarchical\" or a table")
+
+
+def _delta_from(value: Any, source: Path | None) -> tuple[DeltaPresence, Path]:
+    base = source.parent if source is not None else None
+    if isinstance(value, str):
+        return parse_delta_presence(value, base)
+    if isinstance(value, dict):
+        try:
+            return (DeltaPresence(float(value["dmin"]), float(value["dmax"])),
+                    _resolve(str(value["subset"]), base))
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{source}: [delta_presence] needs dmin, dmax and subset") from None
+    raise InputError(f"{source}: delta_presence must be a string like \"0,0.5:subset.csv\" or a table")
+
+
+# --------------------------------------------------------------------------- merge
+def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    cfg_path = getattr(args, "config", None)
+    if cfg_path:
+        source = Path(cfg_path)
+        settings.update(_toml_settings(load_toml(source), source, strict))
+    # command line overrides
+    if getattr(args, "qi", None):
+        settings["qi"] = [parse_qi(t) for t in args.qi]
+    if getattr(args, "sensitive", None):
+        settings["sensitive"] = parse_sensitive(args.sensitive)
+    if getattr(args, "insensitive", None):
+        settings["insensitive"] = list(args.insensitive)
+    for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
+        value = getattr(args, key, None)
+        if value is not None:
+            settings[key] = value
+    for key in ("l_diversity", "t_closeness", "delta_presence"):
+        value = getattr(args, key, None)
+        if value is not None:
+            settings[key] = (value, None)
+    for key in ("input", "output", "report"):
+        value = getattr(args, key, None)
+        if value is not None:
+            settings[key] = Path(value)
+    if getattr(args, "drop_suppressed", False):
+        settings["drop_suppressed"] = True
+    return settings
+
+
+def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
+    qi = settings.get("qi") or []
+    if not qi:
+        raise InputError("no quasi-identifiers: give --qi NAME=HIERARCHY.csv (or [qi] in the run file)")
+    names = [name for name, _ in qi]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"quasi-identifier(s) given twice: {', '.join(dup)}")
+    hierarchy_paths: dict[str, Path] = dict(qi)
+    sensitive, sensitive_hierarchy = settings.get("sensitive") or (None, None)
+    if sensitive_hierarchy is not None:
+        hierarchy_paths[sensitive] = sensitive_hierarchy
+
+    k = settings.get("k", 1)
+    if isinstance(k, float) and k == int(k):
+        k = int(k)
+    suppression = settings.get("suppression", 0.0)
+    if isinstance(suppression, int) and not isinstance(suppression, bool):
+        suppression = float(suppression)
+    metric = settings.get("metric", DEFAULT_METRIC)
+
+    ldiv = tclose = None
+    if "l_diversity" in settings or "t_closeness" in settings:
+        if sensitive is None:
+            raise InputError("l-diversity and t-closeness need a sensitive attribute: add --sensitive NAME")
+    if "l_diversity" in settings:
+        value, source = settings["l_diversity"]
+        ldiv = _ldiv_from(value, sensitive, source)  # type: ignore[arg-type]
+    if "t_closeness" in settings:
+        value, source = settings["t_closeness"]
+        tclose = _tclose_from(value, sensitive, source)  # type: ignore[arg-type]
+        if tclose.kind == "hierarchical" and sensitive_hierarchy is None:
+            raise InputError(f"hierarchical t-closeness needs the hierarchy of {sensitive!r}: "
+                             f"use --sensitive {sensitive}=HIERARCHY.csv")
+    delta = subset_path = None
+    if "delta_presence" in settings:
+        delta, subset_path = _delta_from(*settings["delta_presence"])
+    if sensitive is not None and ldiv is None and tclose is None:
+        raise InputError(f"--sensitive {sensitive} given but neither --l-diversity nor --t-closeness uses it")
+
+    config = AnonymizationConfig(
+        quasi_identifiers=names, k=k, l_diversity=ldiv, t_closeness=tclose,
+        delta_presence=delta, suppression=suppression, metric=metric,
+    )
+    config.validate()
+    return PrivacySpec(config, hierarchy_paths, sensitive, subset_path)
+
+
+def config_from_args(args: argparse.Namespace, *, strict: bool = False) -> PrivacySpec:
+    """(AnonymizationConfig, hierarchy paths, sensitive attribute, subset path).
+
+    Non-strict by default: a command that shares its run file with other
+    settings only takes the privacy keys from it.
+    """
+    return _privacy_from_settings(_merged_settings(args, strict))
+
+
+def run_from_args(args: argparse.Namespace) -> RunSpec:
+    """The privacy model plus the input/output files of `fedanon anonymize`."""
+    from fedanon.data.io.delimited import check_encoding, parse_delimiter
+
+    settings = _merged_settings(args)
+    privacy = _privacy_from_settings(settings)
+    delimiter = parse_delimiter(str(settings.get("delimiter", ";")))
+    hierarchy_delimiter = settings.get("hierarchy_delimiter")
+    if hierarchy_delimiter is not None:
+        hierarchy_delimiter = parse_delimiter(str(hierarchy_delimiter), "--hierarchy-delimiter")
+    insensitive = list(settings.get("insensitive", []))
+    config, _paths, sensitive, _subset = privacy
+    for name in insensitive:
+        if name in config.quasi_identifiers or name == sensitive:
+            raise InputError(f"column {name!r} is declared insensitive and also as a "
+                             f"{'quasi-identifier' if name in config.quasi_identifiers else 'sensitive attribute'}")
+    dup = sorted({n for n in insensitive if insensitive.count(n) > 1})
+    if dup:
+        raise InputError(f"insensitive column(s) given twice: {', '.join(dup)}")
+    return RunSpec(
+        privacy=privacy,
+        input=settings.get("input"),
+        output=settings.get("output"),
+        report=settings.get("report"),
+        delimiter=delimiter,
+        drop_suppressed=bool(settings.get("drop_suppressed", False)),
+        encoding=check_encoding(str(settings.get("encoding", "utf-8"))),
+        hierarchy_delimiter=hierarchy_delimiter,
+        insensitive=insensitive,
+    )

@@ -1,0 +1,1 @@
+"""io: see docs/design.md."""

@@ -1,0 +1,1 @@
+"""check: see docs/design.md."""

@@ -1,0 +1,1 @@
+"""backends: see docs/design.md."""

@@ -1,0 +1,190 @@
+"""The checker seam: the search asks "is node X anonymous, and what is its loss?".
+
+`Checker` is everything the Flash search knows about data. `LocalChecker` answers
+from plaintext (or ciphertext -- it cannot tell) class statistics; Protocol C
+supplies a checker whose class counts are Paillier-encrypted and decrypted by a key
+holder, without any change to the search.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedanon.stats.classes import ClassStats
+
+from fedanon.model.criterion import Criterion, CriterionContext
+from fedanon.stats.classes import Classes
+from fedanon.engine.check.grouping import Grouper
+from fedanon.model.metrics.classic import Metric
+
+
+@dataclass
+class NodeEvaluation:
+    """What a check of one node yields."""
+
+    anonymous: bool  # satisfies the models with at most the allowed suppression
+    anonymous_strict: bool  # satisfies them with no suppression at all
+    # rows of failing classes -- where `implied_k_ok` is False only those of the classes below
+    # the implied size (a lower bound: the models themselves were not asked)
+    suppressed_rows: int
+    classes: int  # classes that are kept (not suppressed); an upper bound where implied_k_ok is False
+    loss: float
+    bound: float  # monotone lower bound on the loss of this node and its generalizations
+    # rows in classes smaller than the size every model implies stay within the limit
+    # (a monotone necessary condition for `anonymous`, also with suppression)
+    implied_k_ok: bool = True
+
+
+class Checker(ABC):
+    """Everything the search (flash.py) uses -- and nothing else.
+
+    A checker is told a node's levels and answers with a `NodeEvaluation`; how it
+    gets there (plaintext counts, ciphertext dictionaries, or encrypted counts judged
+    by another party) is its own business. The attributes are fixed before the search
+    starts; `checks` and `rollups` are read for the report afterwards.
+    """
+
+    #: "anonymous" (with suppression) is inherited by generalizations
+    anonymity_monotone: bool
+    #: "anonymous without suppression" is inherited by generalizations
+    strict_monotone: bool
+    #: loss never decreases under generalization among anonymous nodes
+    metric_monotone: bool
+    #: rows that may be suppressed
+    suppression_limit: int
+    #: class size every criterion implies (1 = none); "at most `suppression_limit` rows in
+    #: smaller classes" is then a monotone necessary condition the search can tag with
+    implied_k: int = 1
+    #: nodes evaluated so far
+    checks: int = 0
+    #: of those, grouped by roll-up from a more specific node
+    rollups: int = 0
+
+    @abstractmethod
+    def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
+        """Transform, group and check one node."""
+
+    def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
+        """Cheap monotone lower bounds of the loss for many nodes at once, if available."""
+        return None
+
+    def static_loss(self, levels: tuple[int, ...]) -> float | None:
+        """Exact loss of a node known to need no suppression, if computable without grouping."""
+        return None
+
+
+class ClassJudge:
+    """Criteria + suppression limit + metric: judges one node from its class statistics.
+
+    Separate from grouping so that a party which never sees rows (Protocol C's key
+    holder, who only gets decrypted class counts in permuted order) judges a node with
+    exactly the code the local checker uses.
+    """
+
+    def __init__(
+        self,
+        criteria: list[Criterion],
+        metric: Metric,
+        suppression: float,
+        context: CriterionContext,
+    ) -> None:
+        self.criteria = criteria
+        self.metric = metric
+        self.suppression_limit = int(math.floor(suppression * context.n_rows + 1e-9))
+        for c in criteria:
+            c.prepare(context)
+        all_monotone = all(c.monotone for c in criteria)
+        self.strict_monotone = all_monotone
+        if self.suppression_limit == 0:
+            self.anonymity_monotone = all_monotone
+        else:
+            self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
+        self.metric_monotone = metric.monotone(self.suppression_limit > 0)
+        self.implied_k = max([c.min_class_size for c in criteria] + [1])
+
+    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        """Which classes fail some criterion (they are suppressed in the output)."""
+        if len(self.criteria) == 1:
+            return ~np.asarray(self.criteria[0].classes_ok(stats), dtype=bool)
+        failing = np.zeros(stats.sizes.shape[0], dtype=bool)
+        for c in self.criteria:
+            failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
+        return failing
+
+    def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
+        sizes = classes.stats.sizes
+        below = None
+        small = 0
+        if self.implied_k > 1:
+            below = sizes < self.implied_k
+            small = int(np.dot(sizes, below))  # rows in classes below the implied size (one call, no gather)
+        if small > self.suppression_limit:
+            # every model rejects the classes below the implied size, and they alone hold more
+            # rows than may be suppressed: not anonymous whatever the models say about the
+            # others, so they are not asked (ℓ/t on a large sensitive domain: most of a check)
+            return NodeEvaluation(
+                implied_k_ok=False, anonymous=False, anonymous_strict=False, suppressed_rows=small,
+                classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
+                bound=self.metric.class_bound(levels, classes),
+            )
+        failing = self.failing_classes(classes.stats)
+        suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
+        anonymous = suppressed <= self.suppression_limit
+        loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf
+        return NodeEvaluation(
+            implied_k_ok=True,
+            anonymous=anonymous,
+            anonymous_strict=suppressed == 0,
+            suppressed_rows=suppressed,
+            classes=classes.count - int(failing.sum()),
+            loss=loss,
+            bound=self.metric.class_bound(levels, classes),
+        )
+
+
+class LocalChecker(Checker):
+    """Checks nodes against in-memory class statistics."""
+
+    def __init__(
+        self,
+        grouper: Grouper,
+        criteria: list[Criterion],
+        metric: Metric,
+        suppression: float,
+        context: CriterionContext,
+    ) -> None:
+        self.grouper = grouper
+        self.class_judge = ClassJudge(criteria, metric, suppression, context)
+        self.criteria = criteria
+        self.metric = metric
+        self.suppression_limit = self.class_judge.suppression_limit
+        self.strict_monotone = self.class_judge.strict_monotone
+        self.anonymity_monotone = self.class_judge.anonymity_monotone
+        self.metric_monotone = self.class_judge.metric_monotone
+        self.implied_k = self.class_judge.implied_k
+        self.checks = 0
+
+    @property
+    def rollups(self) -> int:  # type: ignore[override]
+        return self.grouper.rollups
+
+    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+        return self.class_judge.failing_classes(stats)
+
+    def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
+        return self.class_judge.judge(levels, classes)
+
+    def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
+        self.checks += 1
+        classes, _ = self.grouper.classes(levels)
+        return self.judge(tuple(levels), classes)
+
+    def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
+        return self.metric.static_bound(levels)
+
+    def static_loss(self, levels: tuple[int, ...]) -> float | None:
+        return self.metric.static_loss(levels)

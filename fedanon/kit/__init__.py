@@ -1,0 +1,1 @@
+"""kit: see docs/design.md."""

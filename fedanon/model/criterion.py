@@ -1,0 +1,115 @@
+"""Privacy criteria evaluated per equivalence class: the seam between search and models.
+
+A criterion only sees additive class statistics (`ClassStats`), never rows or
+values. That keeps every model runnable on ciphertext and lets the core compute
+statistics for a coarser node by summing a finer node's (roll-up).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedanon.model.config import AnonymizationConfig
+from fedanon.stats.classes import ClassStats
+
+
+@dataclass
+class CriterionContext:
+    """Global facts a criterion may need (overall distributions, hierarchies)."""
+
+    n_rows: int
+    histograms_total: dict[str, np.ndarray] = field(default_factory=dict)
+    sensitive_code_maps: dict[str, np.ndarray] = field(default_factory=dict)
+    subset_total: int | None = None
+
+
+class Criterion(ABC):
+    """One privacy model, judged class by class.
+
+    `monotone`: if every class of a node satisfies the criterion, every class of
+    every generalization does too (no suppression involved).
+    `monotone_with_suppression`: the stronger property that "at most s rows fail"
+    is inherited by generalizations -- true for k-anonymity (§3.2.1), false for the
+    distribution-based models, so it defaults to False (the safe choice).
+    """
+
+    needs_histogram: str | None = None
+    needs_subset: bool = False
+    monotone: bool = True
+    monotone_with_suppression: bool = False
+    # Every class this criterion accepts has at least this many rows. Read after
+    # prepare(); the search uses "at most s rows in smaller classes" as a necessary,
+    # suppression-monotone sub-criterion (Flash_2P phase 1) when the model itself
+    # is not monotone with suppression. 1 = no such implication.
+    min_class_size: int = 1
+    # Every class with at least this many distinct values of `needs_histogram` is accepted,
+    # and so is every union of such a class with other classes (0 = no such rule). The
+    # statistics may then forget those classes' entries (classhist.py, "saturation").
+    accepts_distinct_at_least: int = 0
+
+    def prepare(self, context: CriterionContext) -> None:
+        """Receive global information once before the search starts."""
+
+    @abstractmethod
+    def classes_ok(self, stats: ClassStats) -> np.ndarray:
+        """Boolean array: which classes satisfy the criterion."""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+class KAnonymity(Criterion):
+    """Every class holds at least k rows."""
+
+    monotone = True
+    monotone_with_suppression = True
+
+    def __init__(self, k: int) -> None:
+        self.k = int(k)
+        self.min_class_size = self.k
+
+    def classes_ok(self, stats: ClassStats) -> np.ndarray:
+        return stats.sizes >= self.k
+
+    def describe(self) -> str:
+        return f"{self.k}-anonymity"
+
+
+def saturation_thresholds(criteria: list[Criterion]) -> dict[str, int]:
+    """Per sensitive attribute: the distinct-value count at which its class statistics may
+    forget a class -- only where every criterion reading that attribute accepts such
+    classes and their unions (e.g. distinct-ℓ alone; not with t-closeness on it)."""
+    by_attribute: dict[str, list[int]] = {}
+    for c in criteria:
+        if c.needs_histogram:
+            by_attribute.setdefault(c.needs_histogram, []).append(c.accepts_distinct_at_least)
+    return {a: max(ats) for a, ats in by_attribute.items() if min(ats) > 0}
+
+
+def build_criteria(config: AnonymizationConfig) -> list[Criterion]:
+    """Instantiate the conjunction of models the config asks for.
+
+    The distribution-based models live in their own modules and are imported
+    lazily so the core works (and tests) without them.
+    """
+    criteria: list[Criterion] = []
+    if config.k > 1 or (
+        config.l_diversity is None and config.t_closeness is None and config.delta_presence is None
+    ):
+        criteria.append(KAnonymity(config.k))
+    if config.l_diversity is not None:
+        from fedanon.model.privacy import ldiversity as diversity# type: ignore[attr-defined]
+
+        criteria.append(diversity.build(config.l_diversity))
+    if config.t_closeness is not None:
+        from fedanon.model.privacy import tcloseness as closeness# type: ignore[attr-defined]
+
+        criteria.append(closeness.build(config.t_closeness))
+    if config.delta_presence is not None:
+        from fedanon.model.privacy import presence# type: ignore[attr-defined]
+
+        criteria.append(presence.build(config.delta_presence))
+    return criteria

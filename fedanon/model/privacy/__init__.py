@@ -1,0 +1,1 @@
+"""privacy: see docs/design.md."""

@@ -1,0 +1,1 @@
+"""oracle: see docs/design.md."""

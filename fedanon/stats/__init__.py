@@ -1,0 +1,1 @@
+"""stats: see docs/design.md."""

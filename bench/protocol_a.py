@@ -44,8 +44,8 @@ from fedanon.crypto.commutative import get_commutative_cipher  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
-from fedanon.protocols.equivalence import centralized, differences  # noqa: E402
-from fedanon.protocols.protocol_a import PHASES  # noqa: E402
+from fedanon.protocols.sim.equivalence import centralized, differences  # noqa: E402
+from fedanon.protocols.a.protocol import PHASES  # noqa: E402
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",

@@ -40,7 +40,7 @@ from fedanon.cli.simulate import simulate_table  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
-from fedanon.protocols.equivalence import centralized, differences  # noqa: E402
+from fedanon.protocols.sim.equivalence import centralized, differences  # noqa: E402
 
 import fedanon  # noqa: E402
 

@@ -62,8 +62,8 @@ def main() -> None:
     from fedanon.engine.anonymizer import prepare_structure, search
     from fedanon.model.config import AnonymizationConfig
     from fedanon.data.hierarchy import Hierarchy
-    from fedanon.protocols.counted_checks import CountJudge, EncryptedCountChecker, RowCounters
-    from fedanon.protocols.pseudotuples import resample_rows
+    from fedanon.protocols.c.counted_checks import CountJudge, EncryptedCountChecker, RowCounters
+    from fedanon.protocols.c.pseudotuples import resample_rows
 
     data = Path(fedanon.__file__).parent / "data" / "adult"
     columns, rows = read_table_csv(data / "adult.csv")

@@ -44,12 +44,12 @@ import fedanon  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv, write_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
-from fedanon.parties import certs  # noqa: E402
+from fedanon.parties.pki import certs# noqa: E402
 from fedanon.parties.config import (  # noqa: E402
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict, run_config_dict,
 )
-from fedanon.protocols.equivalence import centralized, differences  # noqa: E402
-from fedanon.protocols.split import split_horizontal, split_vertical  # noqa: E402
+from fedanon.protocols.sim.equivalence import centralized, differences  # noqa: E402
+from fedanon.protocols.sim.split import split_horizontal, split_vertical  # noqa: E402
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]

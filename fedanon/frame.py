@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.model.config import AnonymizationConfig, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.registry import ParseContext, PrivacyModel, model_types
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
-from fedanon.cli.runconfig import parse_l_diversity, parse_t_closeness
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, InputError
 from fedanon.data.builders import BUILDERS, build_for_values
@@ -125,17 +125,30 @@ class Report:
 FrameReport = Report  # deprecated name (before 0.1.0 the report was called FrameReport); use Report
 
 
-def _config(qis: list[str], k: int, sensitive: str | None, l_diversity: Any, t_closeness: Any,
-            suppression: float, metric: str) -> AnonymizationConfig:
-    ld, tc = l_diversity, t_closeness
-    if (ld is not None or tc is not None) and sensitive is None and not isinstance(ld, LDiversity) \
-            and not isinstance(tc, TCloseness):
-        raise InputError("l-diversity / t-closeness need sensitive='COLUMN'")
-    if isinstance(ld, str):
-        ld = parse_l_diversity(ld, sensitive)  # type: ignore[arg-type]
-    if isinstance(tc, str):
-        tc = parse_t_closeness(tc, sensitive)  # type: ignore[arg-type]
-    config = AnonymizationConfig(qis, k=k, l_diversity=ld, t_closeness=tc, suppression=suppression, metric=metric)
+def _config(qis: list[str], k: int, sensitive: str | None, settings: Mapping[str, Any],
+            suppression: float, metric: str, has_sensitive_hierarchy: bool) -> AnonymizationConfig:
+    """The config from keyword settings: each registered model by its key, given as its CLI
+    spelling ('recursive:3,2'), a TOML-style table ({'variant': 'distinct', 'l': 2}) or a model."""
+    types = model_types()
+    unknown = sorted(set(settings) - set(types))
+    if unknown:
+        raise InputError(f"anonymize_frame: unknown privacy model(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(types)}")
+    models: list[PrivacyModel] = []
+    for key, value in settings.items():
+        if value is None:
+            continue
+        if isinstance(value, PrivacyModel):
+            models.append(value)
+            continue
+        if types[key].uses_sensitive and sensitive is None:
+            raise InputError(f"{key} needs sensitive='COLUMN'")
+        ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=Path("<given>") if has_sensitive_hierarchy else None,
+                           source="anonymize_frame")
+        models.append(types[key].parse(value, ctx))
+        if ctx.files:
+            raise InputError(f"anonymize_frame: {key} needs input files; use `fedanon anonymize` for it")
+    config = AnonymizationConfig(qis, k=k, suppression=suppression, metric=metric, models=models)
     config.validate()
     return config
 
@@ -166,12 +179,13 @@ def anonymize_frame(
     *,
     k: int = 1,
     sensitive: str | None = None,
-    l_diversity: str | LDiversity | None = None,
-    t_closeness: str | TCloseness | None = None,
+    l_diversity: Any = None,
+    t_closeness: Any = None,
     suppression: float = 0.0,
     metric: str = "nonuniform-entropy",
     insensitive: Sequence[str] = (),
     sensitive_hierarchy: HierarchyLike | None = None,
+    **models: Any,
 ) -> tuple["pd.DataFrame", Report]:
     """Optimally anonymize a DataFrame with the Flash engine.
 
@@ -179,7 +193,8 @@ def anonymize_frame(
     ARX CSV, a list of rows, or a builder name ('auto', 'interval', 'mask',
     'order', 'date') applied to the column's values. `l_diversity` and
     `t_closeness` take the CLI spellings ('distinct:2', 'recursive:3,2',
-    '0.2:equal', '0.2:hierarchical'). Returns the anonymized frame (same index;
+    '0.2:equal', '0.2:hierarchical'); every other registered privacy model is a keyword named by
+    its key (e.g. `delta_disclosure='1.5'`), in its CLI spelling or as a table. Returns the anonymized frame (same index;
     columns: QIs, `sensitive`, `insensitive` in the input's order) and a report.
     """
     pd = _pandas()
@@ -202,7 +217,8 @@ def anonymize_frame(
     hierarchies = {q: _hierarchy(q, spec, list(dict.fromkeys(text[q]))) for q, spec in zip(qis, qi.values())}
     if sensitive is not None and sensitive_hierarchy is not None:
         hierarchies[sensitive] = _hierarchy(sensitive, sensitive_hierarchy, list(dict.fromkeys(text[sensitive])))
-    config = _config(qis, k, sensitive, l_diversity, t_closeness, suppression, metric)
+    config = _config(qis, k, sensitive, {"l_diversity": l_diversity, "t_closeness": t_closeness, **models},
+                     suppression, metric, sensitive_hierarchy is not None)
     table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
         EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
     result = anonymize(table, hierarchies, config)

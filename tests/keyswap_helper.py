@@ -12,8 +12,8 @@ import sys
 
 from fedanon.cli import main
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
-from fedanon.parties.grpc_transport import GrpcTransport
-from fedanon.protocols import codec
+from fedanon.parties.wire.grpc_transport import GrpcTransport
+from fedanon.protocols.kit import codec
 
 VICTIM = "p2"
 _honest_send = GrpcTransport.send

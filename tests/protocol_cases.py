@@ -18,16 +18,19 @@ import numpy as np
 from hypothesis import strategies as st
 
 import fedanon
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import ProtocolError
-from fedanon.protocols.api import LocalData, RunSettings
-from fedanon.protocols.equivalence import Central, centralized, differences
-from fedanon.protocols.local_run import LocalRun, run_in_memory
+from fedanon.protocols.kit.api import LocalData, RunSettings
+from fedanon.protocols.sim.equivalence import Central, centralized, differences
+from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
 from fedanon.protocols.registry import known_protocol
-from fedanon.protocols.split import split_horizontal, split_vertical
+from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
 DATA = Path(fedanon.__file__).parent / "data"
 EX_QIS = ["age", "sex", "zipcode"]

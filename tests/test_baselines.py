@@ -24,7 +24,9 @@ import fedanon
 from fedanon.engine.anonymizer import anonymize
 from fedanon.oracle.baselines import (BASELINE_METRICS, horizontal_baseline, recoded_loss, secure_loss,
                                       vertical_baseline)
-from fedanon.model.config import AnonymizationConfig, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable

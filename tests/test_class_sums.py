@@ -17,11 +17,11 @@ import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, read_table_csv
 from fedanon.engine.anonymizer import prepare_structure
-from fedanon.model.config import LDiversity
+from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.protocols import class_sums
-from fedanon.protocols.class_sums import NodeSums
-from fedanon.protocols.pseudotuples import resample_rows
+from fedanon.protocols.c import class_sums
+from fedanon.protocols.c.class_sums import NodeSums
+from fedanon.protocols.c.pseudotuples import resample_rows
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status", "education", "workclass"]

@@ -18,7 +18,7 @@ import tomli_w
 
 import fedanon
 from fedanon.cli import main
-from fedanon.parties import certs
+from fedanon.parties.pki import certs
 from fedanon.parties.config import DataConfig, PartyConfig, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.config import party_config_dict, run_config_dict
 

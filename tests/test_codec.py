@@ -10,7 +10,7 @@ import pytest
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
-from fedanon.protocols import codec
+from fedanon.protocols.kit import codec
 
 
 def _random_table(rng: np.random.Generator, rows: int, cols: int) -> EncodedTable:

@@ -25,7 +25,8 @@ import pytest
 import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize
-from fedanon.model.config import LDiversity, TCloseness
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_columns
 
 DATA = Path(fedanon.__file__).parent / "data"

@@ -18,14 +18,16 @@ import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize, read_table_csv
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
-from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.protocols.counted_checks import (
+from fedanon.protocols.c.counted_checks import (
     CountJudge,
     EncryptedCountChecker,
     RowCounters,
 )
-from fedanon.protocols.pseudotuples import resample_rows
+from fedanon.protocols.c.pseudotuples import resample_rows
 
 DATA = Path(fedanon.__file__).parent / "data"
 QIS = ["sex", "age", "race", "marital-status", "education"]
@@ -146,7 +148,7 @@ def test_paillier_counts_roll_up_and_pack(adult, monkeypatch):
     from multiprocessing import shared_memory
 
     from fedanon.crypto import paillier_rows
-    from fedanon.protocols import class_sums
+    from fedanon.protocols.c import class_sums
 
     monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
     columns, rows, hier = adult

@@ -129,7 +129,7 @@ def test_public_key_is_bound_to_the_tls_identity(make_key):
 
 
 def test_works_with_the_run_ca_of_fedanon_parties(tmp_path):
-    certs = pytest.importorskip("fedanon.parties.certs")
+    certs = pytest.importorskip("fedanon.parties.pki.certs")
     certs.init_ca(tmp_path)
     cert_path, key_path = certs.issue(tmp_path, "hospital-a", hosts=["127.0.0.1"])
     ca_pem = (tmp_path / certs.CA_CERT).read_bytes()

@@ -13,8 +13,8 @@ import threading
 
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.daemon import PartyService, RunState
-from fedanon.parties.inbox import RunInbox
-from fedanon.protocols.api import RunSettings
+from fedanon.parties.wire.inbox import RunInbox
+from fedanon.protocols.kit.api import RunSettings
 
 
 class _InstantUnwind(RunInbox):

@@ -7,15 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
-from fedanon.cli.runconfig import (
-    add_privacy_arguments,
-    config_from_args,
-    parse_delta_presence,
-    parse_l_diversity,
-    parse_t_closeness,
-    run_from_args,
-)
+from fedanon.cli.runconfig import add_privacy_arguments, config_from_args, run_from_args
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.tcloseness import TCloseness
+from fedanon.model.registry import ParseContext
+
+parse_l_diversity = LDiversity.parse_text
+parse_t_closeness = TCloseness.parse_text
+
+
+def parse_delta_presence(text: str) -> tuple[DeltaPresence, Path]:
+    ctx = ParseContext()
+    model = DeltaPresence.parse(text, ctx)
+    return model, ctx.files["subset"]
 from fedanon.errors import InputError
 
 

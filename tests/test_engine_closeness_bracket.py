@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedanon.model.privacy.tcloseness import TClosenessCriterion
-from fedanon.model.config import TCloseness
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext
 from fedanon.data.hierarchy import Hierarchy

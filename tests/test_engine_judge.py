@@ -13,7 +13,8 @@ from fedanon.engine.check.checker import ClassJudge
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext, KAnonymity
 from fedanon.stats.classes import Classes
-from fedanon.model.metrics.classic import MetricContext, build_metric
+from fedanon.model.metrics.base import MetricContext
+from fedanon.model.metrics.registry import build_metric
 
 
 def judge_for(k: int, suppression: float, n_rows: int) -> ClassJudge:

@@ -13,7 +13,8 @@ import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy
 from fedanon.engine.anonymizer import LossFractions, local_statistics, prepare_structure
 from fedanon.data.io.delimited import read_columns
-from fedanon.model.metrics.classic import MetricContext, build_metric
+from fedanon.model.metrics.base import MetricContext
+from fedanon.model.metrics.registry import build_metric
 
 ADULT = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "education", "native-country"]

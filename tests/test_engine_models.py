@@ -16,7 +16,9 @@ import pytest
 
 import fedanon
 from fedanon.model.privacy.tcloseness import TClosenessCriterion
-from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext
 from fedanon.data.io.delimited import read_table_csv

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 
 from engine_strategies import hierarchies
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.model.config import METRICS, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.metrics.registry import METRICS
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.oracle.exhaustive import exhaustive_optimum
 from fedanon.data.table import EncodedTable
 from fedanon.oracle.verify import verify_anonymized

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine_strategies import instances
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.model.config import METRICS
+from fedanon.model.metrics.registry import METRICS
 from fedanon.oracle.exhaustive import exhaustive_optimum
 
 

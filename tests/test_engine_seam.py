@@ -30,7 +30,7 @@ from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext, build_criteria
 from fedanon.stats.classes import Classes
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.model.metrics.classic import build_metric
+from fedanon.model.metrics.registry import build_metric
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
 

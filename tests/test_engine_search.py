@@ -82,7 +82,7 @@ def test_rollup_matches_grouping_from_rows():
     table, hier = example()
     header, rows = read_table_csv(EXAMPLE / "example.csv")
     hier["diagnosis"] = Hierarchy.read_csv(EXAMPLE / "example_hierarchy_diagnosis.csv", "diagnosis")
-    from fedanon.model.config import LDiversity
+    from fedanon.model.privacy.ldiversity import LDiversity
 
     cfg = AnonymizationConfig(QIS, k=2, l_diversity=LDiversity("distinct", 2, "diagnosis"))
     prep = prepare(table, hier, cfg)

@@ -16,10 +16,11 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
-from fedanon.model.config import AnonymizationConfig, DeltaPresence
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.protocols.equivalence import centralized, differences
+from fedanon.protocols.sim.equivalence import centralized, differences
 
 DATA = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ["age", "sex", "zipcode"]

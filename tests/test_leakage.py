@@ -19,15 +19,17 @@ import fedanon
 from fedanon.crypto.deterministic import DeterministicCipher
 from fedanon.crypto.errors import DecryptionError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
-from fedanon.model.config import AnonymizationConfig, LDiversity
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import FedanonError
-from fedanon.protocols import codec, protocol_b
-from fedanon.protocols.api import RunSettings
-from fedanon.protocols.cellcrypt import cipher_context
-from fedanon.protocols.local_run import run_in_memory
-from fedanon.protocols.split import split_horizontal, split_vertical
+from fedanon.protocols.kit import codec
+from fedanon.protocols.b import protocol as protocol_b
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.kit.cellcrypt import cipher_context
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
 DATA = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ["age", "sex", "zipcode"]

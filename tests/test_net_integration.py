@@ -18,7 +18,7 @@ import tomli_w
 
 from fedanon.cli import main as cli_main
 from fedanon.errors import FedanonError, PeerError
-from fedanon.parties import certs
+from fedanon.parties.pki import certs
 from fedanon.parties.config import RunPartyEntry, TlsFiles, run_config_dict
 from fedanon.parties.coordinator import Coordinator
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty, run_simulation
@@ -91,7 +91,7 @@ def test_run_simulation_one_call(tmp_path: Path) -> None:
 
 def _ping(net: SimulatedNetwork, creds: grpc.ChannelCredentials, target: str = "p1") -> pb.PingReply:
     from fedanon.parties.config import Limits
-    from fedanon.parties.tls import channel_options
+    from fedanon.parties.pki.tls import channel_options
 
     with grpc.secure_channel(net.address(target), creds, options=channel_options(Limits(), target)) as ch:
         return pb_grpc.PartyStub(ch).Ping(pb.PingRequest(), timeout=5)
@@ -139,7 +139,7 @@ def test_valid_certificate_not_on_allow_list_is_refused(net: SimulatedNetwork) -
 
 def test_peer_may_not_act_as_coordinator_or_spoof_a_sender(net: SimulatedNetwork) -> None:
     from fedanon.parties.config import Limits
-    from fedanon.parties.tls import channel_options
+    from fedanon.parties.pki.tls import channel_options
 
     with grpc.secure_channel(net.address("p1"), _creds(net.tls("p2")), options=channel_options(Limits(), "p1")) as ch:
         stub = pb_grpc.PartyStub(ch)
@@ -347,7 +347,7 @@ def test_coordinator_death_aborts_the_run_at_every_party(tmp_path: Path) -> None
 
 def test_protocol_b_over_daemons_logs_no_cell_values(tmp_path: Path) -> None:
     """A real data run through `fedanon run` (with the live progress table): daemon logs carry metadata only."""
-    pytest.importorskip("fedanon.protocols.protocol_b")
+    pytest.importorskip("fedanon.protocols.b.protocol")
     example = Path(__file__).resolve().parent.parent / "fedanon" / "data" / "example"
     lines = (example / "example.csv").read_text().splitlines()
     header, rows = lines[0], lines[1:]
@@ -386,7 +386,7 @@ def _assert_equals_verified_central(example: Path, out_csv: Path, report: dict, 
     from fedanon.model.config import AnonymizationConfig
     from fedanon.data.io.delimited import read_table_csv
     from fedanon.data.hierarchy import Hierarchy
-    from fedanon.protocols.equivalence import centralized, differences
+    from fedanon.protocols.sim.equivalence import centralized, differences
 
     columns, pooled = read_table_csv(example / "example.csv")
     hierarchies = {a: Hierarchy.read_csv(example / f"example_hierarchy_{a}.csv", a) for a in qis}
@@ -420,7 +420,7 @@ def test_simulation_retries_when_a_chosen_port_is_taken(monkeypatch: pytest.Monk
 @pytest.mark.slow
 def test_readme_three_institutions_script(tmp_path: Path) -> None:
     """The README's by-hand setup, executed: certs, configs, serve, `fedanon run` (check and Protocol B)."""
-    pytest.importorskip("fedanon.protocols.protocol_b")
+    pytest.importorskip("fedanon.protocols.b.protocol")
     from fedanon.parties.simulation import free_port
 
     script = Path(__file__).resolve().parent.parent / "deploy" / "three-institutions.sh"
@@ -436,7 +436,7 @@ def test_readme_three_institutions_script(tmp_path: Path) -> None:
 
 def test_only_the_runs_own_coordinator_and_parties_may_start_or_abort_it(tmp_path: Path) -> None:
     from fedanon.parties.config import Limits
-    from fedanon.parties.tls import channel_options
+    from fedanon.parties.pki.tls import channel_options
 
     parties = [*PARTIES, SimulatedParty("outsider", "primary")]
     with SimulatedNetwork(parties, keep_ca_key=True) as net:

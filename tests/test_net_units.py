@@ -14,12 +14,12 @@ from cryptography.x509.oid import NameOID
 
 from fedanon.cli import main as cli_main
 from fedanon.errors import InputError, PeerError
-from fedanon.parties import certs
+from fedanon.parties.pki import certs
 from fedanon.parties.config import load_party_config, load_run_config
 from fedanon.parties.coordinator import RunOutcome, _root_cause, write_outputs
-from fedanon.parties.inbox import RunInbox
+from fedanon.parties.wire.inbox import RunInbox
 from fedanon.parties.logs import EventLog
-from fedanon.parties.resultwire import decode_result, encode_result
+from fedanon.parties.wire.resultwire import decode_result, encode_result
 from fedanon.protocols.registry import role_function
 
 DATA = Path(__file__).resolve().parent.parent / "fedanon" / "data"
@@ -183,8 +183,8 @@ def test_root_cause_prefers_the_failing_party_over_echoes() -> None:
 
 
 def test_check_protocol_over_in_memory_transport() -> None:
-    from fedanon.protocols.api import RoleContext, RunSettings
-    from fedanon.protocols.transport import InMemoryNetwork
+    from fedanon.protocols.kit.api import RoleContext, RunSettings
+    from fedanon.protocols.kit.transport import InMemoryNetwork
 
     parties = {"p1": "primary", "p2": "primary", "h": "helper"}
     net = InMemoryNetwork(list(parties))

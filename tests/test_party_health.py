@@ -8,8 +8,8 @@ import sys
 import grpc
 import pytest
 
-from fedanon.parties.grpc_transport import describe_rpc_error
-from fedanon.parties.health import local_address
+from fedanon.parties.wire.grpc_transport import describe_rpc_error
+from fedanon.parties.wire.health import local_address
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 
 

@@ -16,10 +16,10 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import PeerError, ProtocolError
-from fedanon.protocols.api import LocalData, RunSettings
-from fedanon.protocols.equivalence import centralized, differences
-from fedanon.protocols.local_run import LocalRun, run_in_memory
-from fedanon.protocols.protocol_a import DOCTOR_OPTION, disagreement
+from fedanon.protocols.kit.api import LocalData, RunSettings
+from fedanon.protocols.sim.equivalence import centralized, differences
+from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
+from fedanon.protocols.a.protocol import DOCTOR_OPTION, disagreement
 from protocol_cases import (
     DATA,
     EX_ATTRS,

@@ -24,15 +24,19 @@ import tomli_w
 import fedanon
 from fedanon.cli import main as cli_main
 from fedanon.crypto.commutative import EcCipher
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_table_csv, write_table_csv
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.parties import grpc_transport
+from fedanon.parties.wire import grpc_transport
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.protocols import codec, protocol_a
-from fedanon.protocols.equivalence import centralized, differences
-from fedanon.protocols.split import split_horizontal, split_vertical
+from fedanon.protocols.kit import codec
+from fedanon.protocols.a import protocol as protocol_a
+from fedanon.protocols.sim.equivalence import centralized, differences
+from fedanon.protocols.sim.split import split_horizontal, split_vertical
 from test_leakage import views
 
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"

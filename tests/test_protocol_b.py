@@ -11,12 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity
+from fedanon.model.config import AnonymizationConfig
+
+from fedanon.model.privacy.presence import DeltaPresence
+
+from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import ProtocolError
-from fedanon.protocols.api import LocalData
-from fedanon.protocols.local_run import LocalRun, run_in_memory
+from fedanon.protocols.kit.api import LocalData
+from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
 from protocol_cases import (
     EX_ATTRS,
     EX_QIS,

@@ -9,8 +9,8 @@ from fedanon.crypto.deterministic import DeterministicCipher, generate_key
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
-from fedanon.protocols.cellcrypt import decode_columns, encode_share, random_permutation, tid_tokens, token_keys
-from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.kit.cellcrypt import decode_columns, encode_share, random_permutation, tid_tokens, token_keys
+from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 
 
 def test_append_merges_dictionaries_by_value() -> None:

@@ -20,12 +20,12 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import PeerError
-from fedanon.parties import certs
-from fedanon.protocols import codec
-from fedanon.protocols.api import RunSettings
-from fedanon.protocols.equivalence import centralized, differences
-from fedanon.protocols.local_run import run_in_memory
-from fedanon.protocols.split import split_horizontal
+from fedanon.parties.pki import certs
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.sim.equivalence import centralized, differences
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_horizontal
 
 DATA = Path(fedanon.__file__).parent / "data" / "example"
 QIS = ["age", "sex", "zipcode"]

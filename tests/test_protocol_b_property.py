@@ -11,12 +11,14 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedanon.model.config import AnonymizationConfig, LDiversity
+from fedanon.model.config import AnonymizationConfig
+
+from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.engine.result import NoSolutionError
-from fedanon.protocols.api import RunSettings
-from fedanon.protocols.equivalence import centralized, differences
-from fedanon.protocols.local_run import run_in_memory
-from fedanon.protocols.split import split_horizontal, split_vertical
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.sim.equivalence import centralized, differences
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_horizontal, split_vertical
 from protocol_cases import EX_ATTRS, example_hierarchies, example_row_strategy
 from reference import Model, Reference
 

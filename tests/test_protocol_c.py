@@ -15,14 +15,15 @@ import pytest
 
 from fedanon.cli.simulate import result_summary
 from fedanon.crypto import paillier_rows
-from fedanon.model.config import AnonymizationConfig, LDiversity
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.engine.result import NoSolutionError
-from fedanon.protocols import codec
-from fedanon.protocols.api import LocalData
-from fedanon.protocols.equivalence import centralized, differences
-from fedanon.protocols.local_run import LocalRun
-from fedanon.protocols.progress import is_progress
-from fedanon.protocols.protocol_c import counter_owner
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import LocalData
+from fedanon.protocols.sim.equivalence import centralized, differences
+from fedanon.protocols.sim.local_run import LocalRun
+from fedanon.protocols.kit.progress import is_progress
+from fedanon.protocols.c.protocol import counter_owner
 from protocol_cases import EX_ATTRS, EX_QIS, MODELS, check_equivalent, load, research_subset, run_protocol, sample_adult
 
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education"]
@@ -350,7 +351,7 @@ def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatc
     codes, value and combination frequencies, counter ciphertext bytes) does no better on
     held-out rows than always guessing the majority. The labels come from the key holder's
     private key, captured here; the helper never has them."""
-    import fedanon.protocols.protocol_c as pc
+    import fedanon.protocols.c.protocol as pc
 
     columns, rows, hierarchies = adult_sample
     captured: dict[str, object] = {}

@@ -15,10 +15,13 @@ import pytest
 
 import fedanon
 from fedanon.cli.simulate import simulate_table
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.protocols.equivalence import centralized, differences
+from fedanon.protocols.sim.equivalence import centralized, differences
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status"]

@@ -19,9 +19,9 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.parties.config import Limits
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.protocols import protocol_c
-from fedanon.protocols.local_run import run_in_memory
-from fedanon.protocols.progress import is_progress
+from fedanon.protocols.c import protocol as protocol_c
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.kit.progress import is_progress
 from protocol_cases import EX_ATTRS, EX_QIS, check_equivalent, load, settings_for, shares_for
 
 from example_parties import example_primaries

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedanon.errors import ProtocolError
-from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.c.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 
 
 def _rows(n: int = 2000) -> list[list[str]]:

@@ -24,7 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
-from fedanon.model.config import DeltaPresence, LDiversity, TCloseness
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from reference import METRICS, Model, Reference

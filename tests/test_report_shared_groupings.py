@@ -16,7 +16,7 @@ import pytest
 
 import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, anonymize, read_table_csv
-from fedanon.model.config import DeltaPresence
+from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.report import analysis
 from fedanon.report.risk import table_risk
 from fedanon.report.utility import metric_scores

@@ -93,7 +93,7 @@ def test_distributions_and_released_counts_equal_counting_the_rows(adult, suppre
     """The report counts values per dictionary entry, not per row: every shown count, before
     and after, must equal counting the decoded rows of the input and of the engine's output
     (QIs generalized, suppressed rows '*', the sensitive attribute released unchanged)."""
-    from fedanon.model.config import LDiversity
+    from fedanon.model.privacy.ldiversity import LDiversity
     from fedanon.report.utility import ValueCounts
 
     header, rows, table, hier = adult

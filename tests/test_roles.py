@@ -9,11 +9,11 @@ import pytest
 
 from fedanon.engine.result import NoSolutionError
 from fedanon.errors import PeerError, ProtocolError
-from fedanon.protocols.api import RoleContext, RunSettings
+from fedanon.protocols.kit.api import RoleContext, RunSettings
 from fedanon.protocols.registry import available_protocols, check_roles, protocol_spec, role_function
-from fedanon.protocols.roles import Hello, LocalFailure, Roster, Verdict, open_control, send_control
-from fedanon.protocols.transport import InMemoryNetwork, RunFailure
-from fedanon.protocols.validation import LocalProblem
+from fedanon.protocols.kit.roles import Hello, LocalFailure, Roster, Verdict, open_control, send_control
+from fedanon.protocols.kit.transport import InMemoryNetwork, RunFailure
+from fedanon.protocols.kit.validation import LocalProblem
 
 
 def test_fail_run_wakes_every_party_of_a_ring_with_the_same_error() -> None:
@@ -84,7 +84,7 @@ def test_control_messages_round_trip_and_tolerate_new_fields() -> None:
     verdict, _ = open_control(net.transport("b").receive("a", "v", timeout=5), Verdict, "verdict")
     with pytest.raises(NoSolutionError, match="schema mismatch; details"):
         verdict.raise_if_stopped("details")
-    from fedanon.protocols import codec
+    from fedanon.protocols.kit import codec
 
     with pytest.raises(ProtocolError, match="not JSON"):
         open_control(codec.pack_message({"control": b"\xff"}), Hello, "hello")
@@ -115,8 +115,8 @@ def test_tid_tokens_of_any_width_join_like_16_byte_ones() -> None:
     import numpy as np
 
     from fedanon.data.table import EncodedTable
-    from fedanon.protocols.cellcrypt import token_keys
-    from fedanon.protocols.integration import check_tids, join_on_tid
+    from fedanon.protocols.kit.cellcrypt import token_keys
+    from fedanon.protocols.kit.integration import check_tids, join_on_tid
 
     width = 32
     tids = [os.urandom(width) for _ in range(50)]

@@ -26,12 +26,12 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.cli.runconfig import _toml_settings, load_toml
 from fedanon.errors import INPUT_ERROR_LIMIT, FedanonError, InputError, ProtocolError
 from fedanon.parties.config import Limits, load_party_config, load_run_config
-from fedanon.parties.resultwire import decode_result
+from fedanon.parties.wire.resultwire import decode_result
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.parties.tls import channel_options
+from fedanon.parties.pki.tls import channel_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
-from fedanon.protocols import codec
+from fedanon.protocols.kit import codec
 
 FUZZ = settings(derandomize=True, max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

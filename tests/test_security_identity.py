@@ -23,13 +23,13 @@ from cryptography.x509.oid import NameOID
 
 from fedanon.cli import main as cli_main
 from fedanon.errors import InputError, PeerError
-from fedanon.parties import certs
+from fedanon.parties.pki import certs
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.coordinator import Coordinator
-from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
-from fedanon.parties.inbox import RunInbox
+from fedanon.parties.wire.grpc_transport import GrpcTransport, PeerLinks
+from fedanon.parties.wire.inbox import RunInbox
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty, free_port
-from fedanon.parties.tls import ChannelPool, channel_options
+from fedanon.parties.pki.tls import ChannelPool, channel_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

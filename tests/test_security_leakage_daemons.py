@@ -41,7 +41,7 @@ from fedanon.cli import main as cli_main
 from fedanon.parties import coordinator as coordinator_module
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.parties.tls import channel_options
+from fedanon.parties.pki.tls import channel_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

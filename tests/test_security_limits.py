@@ -26,7 +26,7 @@ from fedanon.errors import InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, PartyConfig, RunConfig, RunPartyEntry, load_party_config
 from fedanon.parties.coordinator import Coordinator
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.parties.tls import channel_options
+from fedanon.parties.pki.tls import channel_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
@@ -194,8 +194,8 @@ def test_malformed_rosters_are_refused_with_a_reason_not_an_internal_error(net: 
 
 
 def test_snappy_blocks_declaring_more_than_the_limit_are_refused_before_decompression() -> None:
-    from fedanon.parties.resultwire import decode_result
-    from fedanon.protocols import codec
+    from fedanon.parties.wire.resultwire import decode_result
+    from fedanon.protocols.kit import codec
 
     bomb = snappy.compress(b"\0" * (64 << 20))  # 3 MB on the wire, 64 MiB when expanded
     with codec.decompression_limit(8 << 20):

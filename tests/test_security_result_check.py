@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 import fedanon
-import fedanon.protocols.protocol_b as protocol_b
-import fedanon.protocols.protocol_c as protocol_c
+import fedanon.protocols.b.protocol as protocol_b
+import fedanon.protocols.c.protocol as protocol_c
 from fedanon.model.config import AnonymizationConfig
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.protocols.api import RunSettings
-from fedanon.protocols.local_run import run_in_memory
-from fedanon.protocols.split import split_horizontal
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_horizontal
 
 DATA = Path(fedanon.__file__).parent / "data"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]

@@ -19,13 +19,13 @@ import tomli_w
 from fedanon.cli import main as cli_main
 from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import PeerError
-from fedanon.parties import certs
+from fedanon.parties.pki import certs
 from fedanon.parties.config import Limits, PartyConfig, TlsFiles, party_config_dict, run_config_dict
 from fedanon.parties.coordinator import Coordinator
 from fedanon.parties.daemon import PartyDaemon
-from fedanon.parties.revocation import fingerprint
+from fedanon.parties.pki.revocation import fingerprint
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
-from fedanon.parties.tls import ChannelPool, channel_options
+from fedanon.parties.pki.tls import ChannelPool, channel_options
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from fedanon.errors import PeerError
-from fedanon.protocols.transport import InMemoryNetwork
+from fedanon.protocols.kit.transport import InMemoryNetwork
 
 
 def test_messages_are_matched_by_sender_and_topic_and_counted_per_phase():

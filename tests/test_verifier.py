@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 import fedanon
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.oracle.verify import verify_anonymized

@@ -41,7 +41,7 @@ def _check_dir_and_days(folder: Path, days: int) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from fedanon.parties.certs import init_ca
+    from fedanon.parties.pki.certs import init_ca
 
     _check_dir_and_days(args.dir, args.days)
     path = init_ca(args.dir, days=args.days, force=args.force)
@@ -50,7 +50,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _issue(args: argparse.Namespace) -> int:
-    from fedanon.parties.certs import issue
+    from fedanon.parties.pki.certs import issue
 
     _check_dir_and_days(args.dir, args.days)
     cert, key = issue(args.dir, args.name, hosts=args.host, days=args.days)
@@ -60,7 +60,7 @@ def _issue(args: argparse.Namespace) -> int:
 
 def _revoke(args: argparse.Namespace) -> int:
     from fedanon.errors import InputError
-    from fedanon.parties.revocation import revoke
+    from fedanon.parties.pki.revocation import revoke
 
     if args.list_path.exists() and not args.list_path.is_file():
         raise InputError(f"--list {args.list_path}: exists and is not a file")

@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.model.config import AnonymizationConfig
     from fedanon.data.io.delimited import read_table_csv
     from fedanon.data.hierarchy import Hierarchy
-    from fedanon.protocols.baseline import baseline_for_split
-    from fedanon.protocols.equivalence import centralized, differences
+    from fedanon.protocols.sim.baseline import baseline_for_split
+    from fedanon.protocols.sim.equivalence import centralized, differences
 
     console = Console()
     protocols = args.protocol or available_protocols(anonymizing=True)

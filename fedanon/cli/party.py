@@ -77,7 +77,7 @@ def _health(args: argparse.Namespace) -> int:
     import sys
 
     from fedanon.parties.config import load_party_config
-    from fedanon.parties.health import check_health
+    from fedanon.parties.wire.health import check_health
 
     cfg = load_party_config(args.config)
     result = check_health(cfg, args.address, args.timeout)

@@ -17,17 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fedanon.model.config import (
-    METRICS,
-    AnonymizationConfig,
-    DeltaPresence,
-    LDiversity,
-    TCloseness,
-)
 from fedanon.errors import InputError, clip
+from fedanon.model.config import DEFAULT_METRIC, AnonymizationConfig
+from fedanon.model.metrics.registry import metric_names
+from fedanon.model.registry import ParseContext, model_types
 from fedanon.kit.tomlfile import load_toml_file
-
-DEFAULT_METRIC = "nonuniform-entropy"
 
 
 class PrivacySpec(NamedTuple):
@@ -81,19 +75,15 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
     g.add_argument("--qi", action="append", metavar="NAME=HIERARCHY.csv", default=None,
                    help="quasi-identifier and its ARX-format hierarchy (repeat; order = tie-break order)")
     g.add_argument("--sensitive", metavar="NAME[=HIERARCHY.csv]", default=None,
-                   help="sensitive attribute for l-diversity / t-closeness "
+                   help="sensitive attribute of the models that judge one (l-diversity, t-closeness, ...); "
                         "(the hierarchy is needed for hierarchical t-closeness)")
     g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
-    g.add_argument("--l-diversity", default=None, metavar="distinct:L|entropy:L|recursive:C,L",
-                   help="l-diversity of the sensitive attribute")
-    g.add_argument("--t-closeness", default=None, metavar="T:equal|T:hierarchical",
-                   help="t-closeness of the sensitive attribute (earth mover's distance)")
-    g.add_argument("--delta-presence", default=None, metavar="DMIN,DMAX:SUBSET.csv",
-                   help="delta-presence; SUBSET.csv holds the research-subset rows of the input")
+    for model in model_types().values():
+        g.add_argument(model.flag, dest=model.key, default=None, metavar=model.metavar, help=model.help)
     g.add_argument("--suppression", type=float, default=None, metavar="FRACTION",
                    help="fraction of rows that may be suppressed, in [0, 1) (default 0)")
     g.add_argument("--metric", default=None, metavar="NAME",
-                   help=f"information-loss metric: {', '.join(METRICS)} (default {DEFAULT_METRIC})")
+                   help=f"information-loss metric: {', '.join(metric_names())} (default {DEFAULT_METRIC})")
     g.add_argument("--insensitive", action="append", default=None, metavar="NAME",
                    help="a column released unchanged (repeat). Columns given no role (not a QI, "
                         "sensitive or insensitive) are identifying and are removed from the output")
@@ -129,44 +119,6 @@ def parse_sensitive(text: str, base: Path | None = None) -> tuple[str, Path | No
     return name.strip(), (_resolve(path.strip(), base) if sep and path.strip() else None)
 
 
-def parse_l_diversity(text: str, attribute: str) -> LDiversity:
-    """`distinct:L`, `entropy:L` or `recursive:C,L`."""
-    variant, sep, params = text.partition(":")
-    variant = variant.strip().lower()
-    if not sep:
-        raise InputError(f"--l-diversity {text!r}: expected distinct:L, entropy:L or recursive:C,L")
-    if variant in ("distinct", "entropy"):
-        return LDiversity(variant, _float(params, f"--l-diversity {text!r}: l"), attribute)  # type: ignore[arg-type]
-    if variant == "recursive":
-        c, sep2, l_text = params.partition(",")
-        if not sep2:
-            raise InputError(f"--l-diversity {text!r}: recursive needs C,L (e.g. recursive:4,3)")
-        l_value = _float(l_text, f"--l-diversity {text!r}: l")
-        if l_value != int(l_value):
-            raise InputError(f"--l-diversity {text!r}: recursive (c,l)-diversity needs an integer l")
-        return LDiversity("recursive", l_value, attribute, _float(c, f"--l-diversity {text!r}: c"))
-    raise InputError(f"--l-diversity {text!r}: unknown variant {variant!r} (distinct, entropy, recursive)")
-
-
-def parse_t_closeness(text: str, attribute: str) -> TCloseness:
-    """`T:equal` or `T:hierarchical`."""
-    t_text, sep, kind = text.partition(":")
-    kind = kind.strip().lower() if sep else "equal"
-    if kind not in ("equal", "hierarchical"):
-        raise InputError(f"--t-closeness {text!r}: distance must be 'equal' or 'hierarchical'")
-    return TCloseness(_float(t_text, f"--t-closeness {text!r}: t"), kind, attribute)  # type: ignore[arg-type]
-
-
-def parse_delta_presence(text: str, base: Path | None = None) -> tuple[DeltaPresence, Path]:
-    """`DMIN,DMAX:SUBSET.csv`."""
-    bounds, sep, path = text.partition(":")
-    dmin, sep2, dmax = bounds.partition(",")
-    if not sep or not sep2 or not path.strip():
-        raise InputError(f"--delta-presence {text!r}: expected DMIN,DMAX:SUBSET.csv")
-    what = f"--delta-presence {text!r}"
-    return DeltaPresence(_float(dmin, what + ": dmin"), _float(dmax, what + ": dmax")), _resolve(path.strip(), base)
-
-
 def _resolve(path: str | Path, base: Path | None) -> Path:
     if "\0" in str(path):
         raise InputError(f"path {clip(str(path).replace(chr(0), '<NUL>'))!r} contains a NUL character")
@@ -179,9 +131,13 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     return load_toml_file(path, "run file")
 
 
-_TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
-              "sensitive", "l_diversity", "t_closeness", "delta_presence", "drop_suppressed",
-              "insensitive", "encoding", "hierarchy_delimiter"}
+_BASE_TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
+                   "sensitive", "drop_suppressed", "insensitive", "encoding", "hierarchy_delimiter"}
+
+
+def toml_keys() -> set[str]:
+    """Every key a run file may hold: the run's own and one per registered privacy model."""
+    return _BASE_TOML_KEYS | set(model_types())
 
 # the type each scalar TOML key must have (TOML has real booleans and numbers: a quoted
 # "false" is a string, and taking it as true would silently change the release)
@@ -209,10 +165,10 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
     the same run file; `fedanon anonymize` rejects unknown keys to catch typos.
     """
     base = source.parent
-    unknown = sorted(set(doc) - _TOML_KEYS)
+    unknown = sorted(set(doc) - toml_keys())
     if unknown and strict:
         raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
-                         f"allowed: {', '.join(sorted(_TOML_KEYS))}")
+                         f"allowed: {', '.join(sorted(toml_keys()))}")
     out: dict[str, Any] = {}
     for key, value in doc.items():
         _check_toml_type(source, key, value)
@@ -240,48 +196,10 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
             out["sensitive"] = (str(s["name"]), _resolve(str(s["hierarchy"]), base) if s.get("hierarchy") else None)
         else:
             raise InputError(f"{source}: sensitive must be \"NAME[=HIERARCHY.csv]\" or a table with name/hierarchy")
-    for key in ("l_diversity", "t_closeness", "delta_presence"):
+    for key in model_types():
         if key in doc:
             out[key] = (doc[key], source)
     return out
-
-
-def _ldiv_from(value: Any, attribute: str, source: Path | None) -> LDiversity:
-    if isinstance(value, str):
-        return parse_l_diversity(value, attribute)
-    if isinstance(value, dict):
-        try:
-            variant = str(value["variant"])
-            l_value = float(value["l"])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{source}: [l_diversity] needs variant and l (and c for recursive)") from None
-        c = value.get("c")
-        return LDiversity(variant, l_value, attribute, float(c) if c is not None else None)  # type: ignore[arg-type]
-    raise InputError(f"{source}: l_diversity must be a string like \"recursive:4,3\" or a table")
-
-
-def _tclose_from(value: Any, attribute: str, source: Path | None) -> TCloseness:
-    if isinstance(value, str):
-        return parse_t_closeness(value, attribute)
-    if isinstance(value, dict):
-        try:
-            return TCloseness(float(value["t"]), str(value.get("kind", "equal")), attribute)  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{source}: [t_closeness] needs t (and kind = equal|hierarchical)") from None
-    raise InputError(f"{source}: t_closeness must be a string like \"0.2:hierarchical\" or a table")
-
-
-def _delta_from(value: Any, source: Path | None) -> tuple[DeltaPresence, Path]:
-    base = source.parent if source is not None else None
-    if isinstance(value, str):
-        return parse_delta_presence(value, base)
-    if isinstance(value, dict):
-        try:
-            return (DeltaPresence(float(value["dmin"]), float(value["dmax"])),
-                    _resolve(str(value["subset"]), base))
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{source}: [delta_presence] needs dmin, dmax and subset") from None
-    raise InputError(f"{source}: delta_presence must be a string like \"0,0.5:subset.csv\" or a table")
 
 
 # --------------------------------------------------------------------------- merge
@@ -302,7 +220,7 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = value
-    for key in ("l_diversity", "t_closeness", "delta_presence"):
+    for key in model_types():
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = (value, None)
@@ -336,29 +254,23 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
         suppression = float(suppression)
     metric = settings.get("metric", DEFAULT_METRIC)
 
-    ldiv = tclose = None
-    if "l_diversity" in settings or "t_closeness" in settings:
-        if sensitive is None:
-            raise InputError("l-diversity and t-closeness need a sensitive attribute: add --sensitive NAME")
-    if "l_diversity" in settings:
-        value, source = settings["l_diversity"]
-        ldiv = _ldiv_from(value, sensitive, source)  # type: ignore[arg-type]
-    if "t_closeness" in settings:
-        value, source = settings["t_closeness"]
-        tclose = _tclose_from(value, sensitive, source)  # type: ignore[arg-type]
-        if tclose.kind == "hierarchical" and sensitive_hierarchy is None:
-            raise InputError(f"hierarchical t-closeness needs the hierarchy of {sensitive!r}: "
-                             f"use --sensitive {sensitive}=HIERARCHY.csv")
-    delta = subset_path = None
-    if "delta_presence" in settings:
-        delta, subset_path = _delta_from(*settings["delta_presence"])
-    if sensitive is not None and ldiv is None and tclose is None:
-        raise InputError(f"--sensitive {sensitive} given but neither --l-diversity nor --t-closeness uses it")
+    models = []
+    subset_path = None
+    for key, model_type in model_types().items():
+        if key not in settings:
+            continue
+        value, source = settings[key]
+        ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=sensitive_hierarchy,
+                           base=source.parent if source is not None else None,
+                           source=str(source) if source is not None else "command line")
+        models.append(model_type.parse(value, ctx))
+        subset_path = ctx.files.get("subset", subset_path)
+    if sensitive is not None and not any(m.uses_sensitive for m in models):
+        users = ", ".join(m.flag for m in model_types().values() if m.uses_sensitive)
+        raise InputError(f"--sensitive {sensitive} given but no privacy model uses it ({users})")
 
-    config = AnonymizationConfig(
-        quasi_identifiers=names, k=k, l_diversity=ldiv, t_closeness=tclose,
-        delta_presence=delta, suppression=suppression, metric=metric,
-    )
+    config = AnonymizationConfig(quasi_identifiers=names, k=k, suppression=suppression, metric=metric,
+                                 models=models)
     config.validate()
     return PrivacySpec(config, hierarchy_paths, sensitive, subset_path)
 

@@ -129,7 +129,7 @@ def simulate_table(
     protocol: str = "B",
 ) -> Simulation:
     """Split, run every party (daemons or threads), return the result in input column order."""
-    from fedanon.protocols.split import split_horizontal, split_vertical
+    from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
     if parties < 1:
         raise InputError(f"--parties must be at least 1, got {parties}")
@@ -164,8 +164,8 @@ def simulate_table(
 
 def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
     from fedanon.data.hierarchy import Hierarchy
-    from fedanon.protocols.api import RunSettings
-    from fedanon.protocols.local_run import run_in_memory
+    from fedanon.protocols.kit.api import RunSettings
+    from fedanon.protocols.sim.local_run import run_in_memory
 
     hierarchies = {a: Hierarchy.read_csv(p, a) for a, p in hierarchy_paths.items()}
     local = {name: share.local_data(hierarchies) for name, share in zip(names, shares)}
@@ -423,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
             report["html"] = str(args.html)
     baseline = None
     if args.baseline:
-        from fedanon.protocols.baseline import baseline_for_split
+        from fedanon.protocols.sim.baseline import baseline_for_split
 
         baseline = baseline_for_split(header, rows, hierarchies, config, args.distribution, args.parties,
                                       split_mode=args.split_mode)

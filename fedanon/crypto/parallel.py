@@ -85,7 +85,7 @@ class ChunkProgress:
     """Report progress of a long batch: chunks of at most `items` items, `tick()` after each.
 
     Why: a party encrypting its row counters must tell its waiting peer that the work
-    advances (fedanon.protocols.progress), but cutting the batch into separate calls made
+    advances (fedanon.protocols.kit.progress), but cutting the batch into separate calls made
     every chunk wait for the previous one -- cores idle at each chunk's tail and the next
     submission. With this, `map_batches` submits every chunk at once and calls `tick` in
     the calling process as each chunk's results arrive (in input order).

@@ -1,1 +1,1 @@
-"""data: see docs/design.md."""
+"""The data layer: dictionary-encoded tables, hierarchies and their builders, and readers/writers of files."""

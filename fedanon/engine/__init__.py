@@ -5,7 +5,11 @@ and the encrypted tables the protocols integrate.
 """
 
 from fedanon.engine.anonymizer import anonymize
-from fedanon.model.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness, METRICS
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.privacy.presence import DeltaPresence
+from fedanon.model.privacy.ldiversity import LDiversity
+from fedanon.model.privacy.tcloseness import TCloseness
+from fedanon.model.metrics.registry import METRICS
 from fedanon.data.io.delimited import read_table_csv, write_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError

@@ -27,7 +27,8 @@ from fedanon.stats.keys import value_counts
 from fedanon.engine.search.heuristic import HeuristicSearch, SearchLimits
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.search.lattice import Lattice
-from fedanon.model.metrics.classic import MetricContext, build_metric
+from fedanon.model.metrics.base import MetricContext
+from fedanon.model.metrics.registry import build_metric
 from fedanon.engine.check.backends.processes import parallel_rows
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
@@ -139,7 +140,7 @@ def prepare_structure(
             raise InputError(
                 f"research subset has {subset.shape[0] if subset.ndim else 0} flags for {table.n_rows} rows"
             )
-    elif config.delta_presence is not None and require_subset:
+    elif config.needs_subset and require_subset:
         raise InputError("delta-presence needs a research subset (one flag per row)")
 
     # per-column views: no n x QIs copy (a column-major table's columns are used without copying)

@@ -1,1 +1,1 @@
-"""kit: see docs/design.md."""
+"""Small shared utilities with no fedanon dependency: atomic files, cores, shared memory, TOML, BLAS threads."""

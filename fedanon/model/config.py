@@ -1,63 +1,63 @@
-"""What to anonymize for: privacy models, suppression limit and metric.
+"""What to anonymize for: quasi-identifiers, k, further privacy models, suppression, metric.
 
-The config is plain data (JSON-able via to_dict/from_dict) because protocols ship
-it to every party; validation is centralized here so every entry point (CLI, TOML,
-protocols) rejects the same bad input with the same message.
+The config is plain data (JSON-able via to_dict/from_dict) because protocols ship it to every
+party; validation is centralized here so every entry point (CLI, TOML, protocols) rejects the
+same bad input with the same message. The models beyond k-anonymity are a list of registered
+`PrivacyModel`s (fedanon.model.registry): the config names none of them.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterable
 
 from fedanon.errors import InputError
+from fedanon.model.metrics.registry import metric_names
+from fedanon.model.registry import PrivacyModel, model_type, model_types
 
-METRICS = (
-    "height",
-    "precision",
-    "precision-star",
-    "loss",
-    "aecs",
-    "discernibility",
-    "discernibility-star",
-    "entropy",
-    "nonuniform-entropy",
-    "nonuniform-entropy-monotonic",
-)
+DEFAULT_METRIC = "nonuniform-entropy"
+_FIELDS = ("quasi_identifiers", "k", "suppression", "metric")
 
 
-@dataclass
-class LDiversity:
-    variant: Literal["distinct", "entropy", "recursive"]
-    l: float
-    attribute: str
-    c: float | None = None
-
-
-@dataclass
-class TCloseness:
-    t: float
-    kind: Literal["equal", "hierarchical"]
-    attribute: str
-
-
-@dataclass
-class DeltaPresence:
-    dmin: float
-    dmax: float
-
-
-@dataclass
 class AnonymizationConfig:
-    quasi_identifiers: list[str]
-    k: int = 1
-    l_diversity: LDiversity | None = None
-    t_closeness: TCloseness | None = None
-    delta_presence: DeltaPresence | None = None
-    suppression: float = 0.0
-    metric: str = "nonuniform-entropy"
+    """Quasi-identifiers, k, the models beyond k, the suppression limit and the metric.
+
+    `config.<model key>` (e.g. `config.l_diversity`) is the first model registered under that
+    key, or None; model keys are also accepted as keyword arguments, so existing callers that
+    write `AnonymizationConfig(qis, l_diversity=LDiversity(...))` keep working.
+    """
+
+    def __init__(self, quasi_identifiers: Iterable[str], k: int = 1, suppression: float = 0.0,
+                 metric: str = DEFAULT_METRIC, models: Iterable[PrivacyModel] = (),
+                 **by_key: PrivacyModel | None) -> None:
+        self.quasi_identifiers = list(quasi_identifiers)
+        self.k = k
+        self.suppression = suppression
+        self.metric = metric
+        self.models: list[PrivacyModel] = list(models)
+        types = model_types()
+        for key, model in by_key.items():
+            if key not in types:
+                raise TypeError(f"AnonymizationConfig() got an unexpected keyword argument {key!r}")
+            if model is not None:
+                self.models.append(model)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names that are not attributes: model keys read as "that model or None"
+        if name.startswith("_") or name not in model_types():
+            raise AttributeError(f"'AnonymizationConfig' object has no attribute {name!r}")
+        return self.model(name)
+
+    def model(self, key: str) -> PrivacyModel | None:
+        return next((m for m in self.models if m.key == key), None)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AnonymizationConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return (f"AnonymizationConfig(quasi_identifiers={self.quasi_identifiers!r}, k={self.k!r}, "
+                f"suppression={self.suppression!r}, metric={self.metric!r}, models={self.models!r})")
 
     def validate(self) -> None:
         """Raise InputError naming the offending setting and value."""
@@ -71,57 +71,49 @@ class AnonymizationConfig:
         s = self.suppression
         if not isinstance(s, numbers.Real) or isinstance(s, bool) or math.isnan(s) or not 0.0 <= s < 1.0:
             raise InputError(f"suppression must be a fraction in [0, 1), got {s!r}")
-        if self.metric not in METRICS:
-            raise InputError(f"unknown metric {self.metric!r}; choose one of: {', '.join(METRICS)}")
-        ld = self.l_diversity
-        if ld is not None:
-            if ld.variant not in ("distinct", "entropy", "recursive"):
-                raise InputError(f"unknown l-diversity variant {ld.variant!r} (distinct, entropy, recursive)")
-            if not ld.l >= 1:
-                raise InputError(f"l-diversity needs l >= 1, got {ld.l!r}")
-            if ld.variant == "recursive" and (ld.c is None or not ld.c > 0):
-                raise InputError(f"recursive (c,l)-diversity needs c > 0, got {ld.c!r}")
-            if ld.attribute in qis:
-                raise InputError(f"sensitive attribute {ld.attribute!r} is also a quasi-identifier")
-        tc = self.t_closeness
-        if tc is not None:
-            if tc.kind not in ("equal", "hierarchical"):
-                raise InputError(f"unknown t-closeness distance {tc.kind!r} (equal, hierarchical)")
-            if not 0.0 <= tc.t <= 1.0:
-                raise InputError(f"t-closeness needs t in [0, 1], got {tc.t!r}")
-            if tc.attribute in qis:
-                raise InputError(f"sensitive attribute {tc.attribute!r} is also a quasi-identifier")
-        dp = self.delta_presence
-        if dp is not None:
-            if not (0.0 <= dp.dmin <= 1.0 and 0.0 <= dp.dmax <= 1.0):
-                raise InputError(f"delta-presence bounds must lie in [0, 1], got {dp.dmin!r}, {dp.dmax!r}")
-            if dp.dmin > dp.dmax:
-                raise InputError(f"delta-presence needs dmin <= dmax, got {dp.dmin!r} > {dp.dmax!r}")
+        if self.metric not in metric_names():
+            raise InputError(f"unknown metric {self.metric!r}; choose one of: {', '.join(metric_names())}")
+        for model in self.models:
+            if model.uses_sensitive and getattr(model, "attribute", None) in qis:
+                raise InputError(f"sensitive attribute {model.attribute!r} is also a quasi-identifier")  # type: ignore[attr-defined]
+            model.validate(self)
 
     @property
     def sensitive_attributes(self) -> list[str]:
         out: list[str] = []
-        for model in (self.l_diversity, self.t_closeness):
-            if model is not None and model.attribute not in out:
-                out.append(model.attribute)
+        for model in self.models:
+            attribute = getattr(model, "attribute", None) if model.uses_sensitive else None
+            if attribute is not None and attribute not in out:
+                out.append(attribute)
         return out
 
+    @property
+    def needs_subset(self) -> bool:
+        """Whether a model needs the research subset (which input rows are released)."""
+        return any(m.needs_subset for m in self.models)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        out["quasi_identifiers"] = list(self.quasi_identifiers)
+        out["models"] = [{"model": m.key, **m.to_dict()} for m in self.models]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AnonymizationConfig":
         d = dict(d)
         try:
-            ld = d.pop("l_diversity", None)
-            tc = d.pop("t_closeness", None)
-            dp = d.pop("delta_presence", None)
-            return cls(
-                quasi_identifiers=list(d.pop("quasi_identifiers")),
-                l_diversity=LDiversity(**ld) if ld is not None else None,
-                t_closeness=TCloseness(**tc) if tc is not None else None,
-                delta_presence=DeltaPresence(**dp) if dp is not None else None,
-                **d,
-            )
-        except (KeyError, TypeError) as exc:
+            models = []
+            for entry in d.pop("models", None) or []:
+                entry = dict(entry)
+                models.append(model_type(str(entry.pop("model"))).from_dict(entry))
+            for key in list(d):  # the older shape: one key per model
+                if key not in _FIELDS and key in model_types():
+                    value = d.pop(key)
+                    if value is not None:
+                        models.append(model_type(key).from_dict(value))
+            unknown = sorted(set(d) - set(_FIELDS))
+            if unknown:
+                raise InputError(f"malformed anonymization config: unknown key(s) {', '.join(unknown)}")
+            return cls(quasi_identifiers=list(d.pop("quasi_identifiers")), models=models, **d)
+        except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"malformed anonymization config: {exc}") from None

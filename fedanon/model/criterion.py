@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import ClassStats
+
+if TYPE_CHECKING:  # annotation only: the config sits above the criteria
+    from fedanon.model.config import AnonymizationConfig
 
 
 @dataclass
@@ -89,27 +92,11 @@ def saturation_thresholds(criteria: list[Criterion]) -> dict[str, int]:
     return {a: max(ats) for a, ats in by_attribute.items() if min(ats) > 0}
 
 
-def build_criteria(config: AnonymizationConfig) -> list[Criterion]:
-    """Instantiate the conjunction of models the config asks for.
-
-    The distribution-based models live in their own modules and are imported
-    lazily so the core works (and tests) without them.
-    """
+def build_criteria(config: "AnonymizationConfig") -> list[Criterion]:
+    """Instantiate the conjunction of models the config asks for: k-anonymity (when k > 1 or no
+    other model is given) and every registered model in the config."""
     criteria: list[Criterion] = []
-    if config.k > 1 or (
-        config.l_diversity is None and config.t_closeness is None and config.delta_presence is None
-    ):
+    if config.k > 1 or not config.models:
         criteria.append(KAnonymity(config.k))
-    if config.l_diversity is not None:
-        from fedanon.model.privacy import ldiversity as diversity# type: ignore[attr-defined]
-
-        criteria.append(diversity.build(config.l_diversity))
-    if config.t_closeness is not None:
-        from fedanon.model.privacy import tcloseness as closeness# type: ignore[attr-defined]
-
-        criteria.append(closeness.build(config.t_closeness))
-    if config.delta_presence is not None:
-        from fedanon.model.privacy import presence# type: ignore[attr-defined]
-
-        criteria.append(presence.build(config.delta_presence))
+    criteria.extend(model.criterion() for model in config.models)
     return criteria

@@ -1,1 +1,1 @@
-"""oracle: see docs/design.md."""
+"""Independent checks of the engine: the verifier, the exhaustive optimum, and the anonymize-then-integrate baselines."""

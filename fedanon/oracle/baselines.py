@@ -38,13 +38,14 @@ import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
 from fedanon.model.config import AnonymizationConfig
+from fedanon.model.metrics.registry import metric_types
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 
-BASELINE_METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-                    "discernibility-star", "entropy", "nonuniform-entropy")
+# metrics whose loss can be evaluated on a table each party recoded on its own
+BASELINE_METRICS = tuple(name for name, metric in metric_types().items() if metric.has_baseline)
 
 
 @dataclass
@@ -186,9 +187,11 @@ def _loss_of(info: list[_QiLevels], metric: str, n: int, row_levels: np.ndarray,
 # --------------------------------------------------------------------------- the baselines
 def _check_supported(config: AnonymizationConfig) -> None:
     config.validate()
-    if config.t_closeness is not None or config.delta_presence is not None:
-        raise InputError("the anonymize-then-integrate baselines cover k-anonymity and l-diversity, as "
-                         "dissertation §4.3 does; t-closeness and delta-presence do not decompose over shares")
+    undecomposable = [m.describe() for m in config.models if not m.decomposes_over_shares]
+    if undecomposable:
+        raise InputError("the anonymize-then-integrate baselines cover models judged on each party's own "
+                         "classes (k-anonymity, l-diversity), as dissertation §4.3 does; "
+                         f"{', '.join(undecomposable)} does not decompose over shares")
     if config.metric not in BASELINE_METRICS:
         raise InputError(f"no baseline loss for metric {config.metric!r}")
 

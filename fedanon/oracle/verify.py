@@ -31,6 +31,9 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Sequence
 
+from fedanon.model.config import AnonymizationConfig
+from fedanon.model.registry import ClassView
+
 SUPPRESSED = b"*"
 # Same tolerance as the engine: a class exactly at the bound (entropy log ℓ,
 # EMD t) satisfies the model despite floating-point rounding.
@@ -51,94 +54,9 @@ def _generalizer(hierarchy: Any) -> dict[bytes, list[bytes]]:
     return {row[0]: row for row in _hierarchy_rows(hierarchy)}
 
 
-def _cfg(config: Any, name: str, default: Any = None) -> Any:
-    if isinstance(config, Mapping):
-        return config.get(name, default)
-    return getattr(config, name, default)
-
-
-def _sub(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name)
-
-
-def _entropy(counts: Sequence[int]) -> float:
-    total = sum(counts)
-    h = 0.0
-    for c in counts:
-        if c:
-            p = c / total
-            h -= p * math.log(p)
-    return h
-
-
-def _diversity_violation(counts: Counter, ldiv: Any) -> str | None:
-    variant = _sub(ldiv, "variant")
-    l_value = float(_sub(ldiv, "l"))
-    values = sorted(counts.values(), reverse=True)
-    if variant == "distinct":
-        if len(values) < l_value:
-            return f"{len(values)} distinct sensitive values < l={l_value:g}"
-    elif variant == "entropy":
-        h = _entropy(values)
-        if h < math.log(l_value) - EPS:
-            return f"entropy {h:.6f} < log(l)={math.log(l_value):.6f}"
-    elif variant == "recursive":
-        c = float(_sub(ldiv, "c"))
-        l_int = int(l_value)
-        tail = sum(values[l_int - 1:])
-        if not values[0] < c * tail:
-            return f"r1={values[0]} is not < c*(r_l+...+r_m)={c:g}*{tail}"
-    else:
-        return f"unknown l-diversity variant {variant!r}"
-    return None
-
-
-def _emd_equal(class_counts: Counter, overall: Mapping[bytes, float]) -> float:
-    size = sum(class_counts.values())
-    keys = set(overall) | set(class_counts)
-    return 0.5 * sum(abs(class_counts.get(v, 0) / size - overall.get(v, 0.0)) for v in keys)
-
-
-def _emd_hierarchical(class_counts: Counter, overall: Mapping[bytes, float],
-                      gen: Mapping[bytes, list[bytes]]) -> float:
-    """Li et al.'s closed form: sum over inner nodes of height/H · min(pos, neg).
-
-    Nodes are identified by (level, label); the tree is read from the
-    hierarchy rows restricted to the values that occur in the data.
-    """
-    size = sum(class_counts.values())
-    leaves = set(overall) | set(class_counts)
-    height = len(gen[next(iter(leaves))]) - 1
-    if height <= 0:
-        return 0.0
-    # extra of each node, built leaf-up
-    extra: dict[tuple[int, bytes], float] = {}
-    for v in leaves:
-        extra[(0, v)] = class_counts.get(v, 0) / size - overall.get(v, 0.0)
-    total = 0.0
-    for level in range(1, height + 1):
-        pos: dict[bytes, float] = defaultdict(float)
-        neg: dict[bytes, float] = defaultdict(float)
-        children_seen: set[bytes] = set()
-        for v in leaves:
-            child = gen[v][level - 1]
-            if child in children_seen:
-                continue
-            children_seen.add(child)
-            parent = gen[v][level]
-            e = extra[(level - 1, child)]
-            if e > 0:
-                pos[parent] += e
-            else:
-                neg[parent] -= e
-        for parent in set(pos) | set(neg):
-            total += level / height * min(pos[parent], neg[parent])
-            extra[(level, parent)] = pos[parent] - neg[parent]
-    return total
+def as_config(config: Any) -> AnonymizationConfig:
+    """The config as an object: the verifier also takes the JSON-shaped dict protocols ship."""
+    return config if isinstance(config, AnonymizationConfig) else AnonymizationConfig.from_dict(dict(config))
 
 
 def verify_anonymized(
@@ -165,7 +83,8 @@ def verify_anonymized(
     taken as released when its cells match the generalization.
     """
     problems: list[str] = []
-    qis = list(_cfg(config, "quasi_identifiers"))
+    config = as_config(config)
+    qis = list(config.quasi_identifiers)
     if list(out_columns) != list(raw_columns):
         return [f"output columns {list(out_columns)} differ from input columns {list(raw_columns)}"]
     if len(out_rows) != len(raw_rows):
@@ -248,7 +167,7 @@ def verify_anonymized(
 
     # 4. Suppression limit (all rows: the engine suppresses whole population classes).
     n_suppressed = sum(1 for r in range(n) if not released[r])
-    limit = math.floor(float(_cfg(config, "suppression", 0.0)) * n + 1e-9)
+    limit = math.floor(float(config.suppression) * n + 1e-9)
     if n_suppressed > limit:
         problems.append(f"{n_suppressed} rows suppressed, limit is {limit}")
     if reported_suppressed_rows is not None and reported_suppressed_rows != n_suppressed:
@@ -268,45 +187,33 @@ def verify_anonymized(
     if reported_classes is not None and reported_classes != len(classes):
         problems.append(f"report says {reported_classes} classes, output has {len(classes)}")
 
-    k = int(_cfg(config, "k", 1) or 1)
-    ldiv = _cfg(config, "l_diversity")
-    tclose = _cfg(config, "t_closeness")
-    delta = _cfg(config, "delta_presence")
-    if delta is not None and research_subset is None:
+    k = int(config.k or 1)
+    models = list(config.models)
+    if config.needs_subset and research_subset is None:
         problems.append("δ-presence configured but no research subset given")
 
-    overall: dict[bytes, float] = {}
-    sens_gen = None
-    if tclose is not None:
-        s_col = col[_sub(tclose, "attribute")]
-        totals = Counter(raw[r][s_col] for r in range(n))
-        overall = {v: c / n for v, c in totals.items()}
-        if _sub(tclose, "kind") == "hierarchical":
-            sens_gen = _generalizer(hierarchies[_sub(tclose, "attribute")])
+    sensitive = config.sensitive_attributes
+    overall: dict[str, dict[bytes, float]] = {}
+    generalizers: dict[str, Any] = {}
+    for attribute in sensitive:
+        totals = Counter(raw[r][col[attribute]] for r in range(n))
+        overall[attribute] = {v: c / n for v, c in totals.items()}
+    for model in models:
+        attribute = model.needs_hierarchy()
+        if attribute is not None and attribute in hierarchies:
+            generalizers[attribute] = _generalizer(hierarchies[attribute])
 
     for key, members in classes.items():
         label = "(" + ", ".join(v.decode("utf-8", "replace") for v in key) + ")"
         if len(members) < k:
             problems.append(f"class {label}: {len(members)} rows < k={k}")
-        if ldiv is not None:
-            s_col = col[_sub(ldiv, "attribute")]
-            why = _diversity_violation(Counter(raw[r][s_col] for r in members), ldiv)
+        view = ClassView(size=len(members),
+                         sensitive_counts={a: Counter(raw[r][col[a]] for r in members) for a in sensitive},
+                         overall=overall, subset_rows=subset_in_class[key], generalizers=generalizers)
+        for model in models:
+            why = model.violation(view)
             if why:
-                problems.append(f"class {label}: not l-diverse: {why}")
-        if tclose is not None:
-            s_col = col[_sub(tclose, "attribute")]
-            counts = Counter(raw[r][s_col] for r in members)
-            if sens_gen is not None:
-                d = _emd_hierarchical(counts, overall, sens_gen)
-            else:
-                d = _emd_equal(counts, overall)
-            if d > float(_sub(tclose, "t")) + EPS:
-                problems.append(f"class {label}: EMD {d:.6f} > t={_sub(tclose, 't')}")
-        if delta is not None and subset_in_class[key] > 0:
-            d = subset_in_class[key] / len(members)
-            dmin, dmax = float(_sub(delta, "dmin")), float(_sub(delta, "dmax"))
-            if not (dmin - EPS <= d <= dmax + EPS):
-                problems.append(f"class {label}: delta {d:.6f} outside [{dmin:g}, {dmax:g}]")
+                problems.append(f"class {label}: {why}")
     return problems
 
 
@@ -412,7 +319,7 @@ def verify_release(
 ) -> list[str]:
     """Check a permuted release (every input row once, in any order) against the pooled input."""
     aligned, problems = align_release(raw_columns, raw_rows, out_columns, out_rows,
-                                      list(_cfg(config, "quasi_identifiers")), hierarchies, transformation)
+                                      list(as_config(config).quasi_identifiers), hierarchies, transformation)
     if aligned is None:
         return problems
     return verify_anonymized(raw_columns, raw_rows, raw_columns, aligned, config, hierarchies,
@@ -452,8 +359,8 @@ def verify_output_file(
     unknown = [c for c in header if c not in raw_columns]
     if unknown or len(set(header)) != len(header):
         return [f"{path}: header {header} has columns that are not input columns (or repeats one): {unknown}"]
-    needed = list(_cfg(config, "quasi_identifiers")) + [
-        _sub(m, "attribute") for m in (_cfg(config, "l_diversity"), _cfg(config, "t_closeness")) if m is not None]
+    config = as_config(config)
+    needed = list(config.quasi_identifiers) + config.sensitive_attributes
     lacking = [c for c in needed if c not in header]
     if lacking:
         return [f"{path}: columns {lacking} the privacy model needs are missing from the file"]

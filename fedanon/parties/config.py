@@ -16,7 +16,7 @@ from typing import Any
 
 from fedanon.errors import InputError, clip
 from fedanon.kit.tomlfile import load_toml_file
-from fedanon.parties.certs import check_party_name
+from fedanon.parties.pki.certs import check_party_name
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_PAYLOAD_BYTES = 4 << 30
@@ -31,7 +31,7 @@ class TlsFiles:
 
     def revoked_fingerprints(self) -> frozenset[str]:
         """The fingerprints of the revocation list (empty without one); InputError naming file and line."""
-        from fedanon.parties.revocation import load_revoked
+        from fedanon.parties.pki.revocation import load_revoked
 
         return load_revoked(self.revoked)
 

@@ -26,11 +26,11 @@ from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.data.io.delimited import write_table_csv
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
-from fedanon.parties.certs import certificate_name
-from fedanon.parties.grpc_transport import describe_rpc_error
-from fedanon.parties.identity import new_nonce, verify_identity
-from fedanon.parties.resultwire import decode_result
-from fedanon.parties.tls import client_credentials, open_channel
+from fedanon.parties.pki.certs import certificate_name
+from fedanon.parties.wire.grpc_transport import describe_rpc_error
+from fedanon.parties.pki.identity import new_nonce, verify_identity
+from fedanon.parties.wire.resultwire import decode_result
+from fedanon.parties.pki.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

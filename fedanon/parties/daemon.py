@@ -33,22 +33,22 @@ from typing import Any, Iterator
 import grpc
 
 from fedanon.errors import FedanonError, InputError, PeerError, public_message, scrub, with_public
-from fedanon.parties.admission import Admission, Refusal, StreamWatch
-from fedanon.parties.certs import certificate_name
+from fedanon.parties.wire.admission import Admission, Refusal, StreamWatch
+from fedanon.parties.pki.certs import certificate_name
 from fedanon.parties.config import PartyConfig, TlsFiles
-from fedanon.parties.grpc_transport import GrpcTransport, PeerLinks
-from fedanon.parties.inbox import RunInbox
+from fedanon.parties.wire.grpc_transport import GrpcTransport, PeerLinks
+from fedanon.parties.wire.inbox import RunInbox
 from fedanon.parties.logs import EventLog
-from fedanon.parties.resultwire import encode_result
-from fedanon.parties.identity import dns_names, foreign_names, sign_identity
-from fedanon.parties.revocation import fingerprint
-from fedanon.parties.tls import (
+from fedanon.parties.wire.resultwire import encode_result
+from fedanon.parties.pki.identity import dns_names, foreign_names, sign_identity
+from fedanon.parties.pki.revocation import fingerprint
+from fedanon.parties.pki.tls import (
     ChannelPool, caller_alt_names, caller_certificate, caller_name, server_credentials, server_options,
 )
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
-from fedanon.protocols.api import LocalData, RoleContext, RunSettings
-from fedanon.protocols.codec import decompression_limit
+from fedanon.protocols.kit.api import LocalData, RoleContext, RunSettings
+from fedanon.protocols.kit.codec import decompression_limit
 
 VERSION = "fedanon-party/1"
 _MIN_RECEIVE_THROUGHPUT = 1 << 20  # bytes/s a sender must sustain: a message's deadline grows with its size
@@ -520,7 +520,7 @@ def _public(message: str) -> InputError:
 
 def check_roster(request: pb.RunRequest) -> dict[str, str]:
     """The run's parties {name: role}, or InputError for a roster no protocol could run."""
-    from fedanon.parties.certs import check_party_name
+    from fedanon.parties.pki.certs import check_party_name
 
     if not request.run_id or len(request.run_id) > 128 or not request.run_id.isprintable():
         raise _public("malformed run request: run id must be 1-128 printable characters")

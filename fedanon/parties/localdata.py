@@ -14,7 +14,7 @@ import numpy as np
 
 from fedanon.errors import InputError
 from fedanon.parties.config import DataConfig
-from fedanon.protocols.api import LocalData
+from fedanon.protocols.kit.api import LocalData
 
 _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no"}

@@ -26,9 +26,10 @@ from typing import Any, Callable
 
 import tomli_w
 
-import fedanon
+
 from fedanon.errors import InputError, PeerError
-from fedanon.parties import certs, reaper
+from fedanon.parties import reaper
+from fedanon.parties.pki import certs
 from fedanon.parties.config import (
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict,
 )
@@ -190,7 +191,7 @@ class SimulatedNetwork:
             ready.write_text(str(daemon.port))
             return
         env = dict(os.environ)
-        pkg_root = str(Path(fedanon.__file__).resolve().parent.parent)
+        pkg_root = str(Path(__file__).resolve().parents[2])  # the folder that holds the fedanon package
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log = open(self.dir / "logs" / f"{name}.log", "ab")
         launcher = next((p.launcher for p in self.parties if p.name == name), None) or (sys.executable, "-m", "fedanon")

@@ -8,7 +8,7 @@ its phases for the progress/report tables -- instead of testing protocol names.
 
 How to add a protocol (e.g. C):
 1. write `fedanon/protocols/protocol_x.py` on the shared role base
-   (`fedanon.protocols.roles`: phase timer, typed control messages, report
+   (`fedanon.protocols.kit.roles`: phase timer, typed control messages, report
    assembly, `guarded` roles and `stop_run` for run-wide failure);
 2. end it with `ROLES = {"primary": ..., "helper": ...}` (only the roles it has);
 3. add a `ProtocolSpec` below. Nothing else in parties/ or cli/ needs to change.
@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass
 
 from fedanon.errors import ProtocolError
-from fedanon.protocols.api import RoleFunction
+from fedanon.protocols.kit.api import RoleFunction
 
 
 @dataclass(frozen=True)
@@ -38,22 +38,22 @@ class ProtocolSpec:
 
 
 _SPECS: dict[str, ProtocolSpec] = {
-    "A": ProtocolSpec("A", "fedanon.protocols.protocol_a",
+    "A": ProtocolSpec("A", "fedanon.protocols.a.protocol",
                       "commutative encryption around a ring of the data holders, no helper",
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
                       phases=("encrypt", "integrate", "anonymize", "verify", "decrypt")),
-    "B": ProtocolSpec("B", "fedanon.protocols.protocol_b",
+    "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt")),
-    "C": ProtocolSpec("C", "fedanon.protocols.protocol_c",
+    "C": ProtocolSpec("C", "fedanon.protocols.c.protocol",
                       "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples")),
-    "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.connectivity",
+    "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,
                           phases=("check",)),

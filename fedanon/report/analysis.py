@@ -240,16 +240,7 @@ def analyze_protocol_output(
 
 def _describe(config: AnonymizationConfig) -> list[str]:
     out = [f"{config.k}-anonymity"] if config.k > 1 else []
-    ld = config.l_diversity
-    if ld is not None:
-        c = f"{ld.c:g}," if ld.variant == "recursive" else ""
-        out.append(f"{ld.variant} ({c}{ld.l:g})-diversity of {ld.attribute}")
-    tc = config.t_closeness
-    if tc is not None:
-        out.append(f"{tc.t:g}-closeness ({tc.kind}) of {tc.attribute}")
-    dp = config.delta_presence
-    if dp is not None:
-        out.append(f"({dp.dmin:g}, {dp.dmax:g})-presence")
+    out.extend(model.describe() for model in config.models)
     out.append(f"suppression limit {config.suppression:g}")
     return out
 

@@ -16,11 +16,12 @@ import math
 import numpy as np
 
 from fedanon.engine.anonymizer import SUPPRESSED, Prepared, prepare
-from fedanon.model.config import METRICS, AnonymizationConfig
+from fedanon.model.metrics.registry import METRICS
+from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import Classes
 from fedanon.stats.keys import value_counts
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.model.metrics.classic import build_metric
+from fedanon.model.metrics.registry import build_metric
 from fedanon.engine.result import AnonymizationResult
 from fedanon.data.table import EncodedTable
 from fedanon.data.builders.intervals import nice_width

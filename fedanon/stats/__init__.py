@@ -1,1 +1,1 @@
-"""stats: see docs/design.md."""
+"""Class statistics every layer above shares: key arithmetic, class tables, sensitive histograms."""

@@ -1,1 +1,1 @@
-"""io: see docs/design.md."""
+"""Reading and writing tables: one module per file format."""

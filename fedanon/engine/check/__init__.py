@@ -1,1 +1,1 @@
-"""check: see docs/design.md."""
+"""Answering the search's question about one node: the checker seam, the grouper, and row-partition backends."""

@@ -19,7 +19,7 @@ from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import Criterion, CriterionContext
 from fedanon.stats.classes import Classes
 from fedanon.engine.check.grouping import Grouper
-from fedanon.model.metrics.classic import Metric
+from fedanon.model.metrics.base import Metric
 
 
 @dataclass

@@ -1,1 +1,1 @@
-"""search: see docs/design.md."""
+"""Searching the generalization lattice: the lattice, Flash, and the bounded heuristic."""

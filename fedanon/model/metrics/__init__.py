@@ -1,1 +1,1 @@
-"""metrics: see docs/design.md."""
+"""Information-loss metrics: the base class, the registry and one module per family of metrics."""

@@ -1,1 +1,1 @@
-"""privacy: see docs/design.md."""
+"""Privacy models beyond k-anonymity: one module each, registered with fedanon.model.registry."""

@@ -14,18 +14,95 @@ monotone (Abbildung 3.2 gives counterexamples for entropy and recursive).
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from fedanon.stats.classhist import SparseHistogram
-from fedanon.model.config import LDiversity
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import Criterion, CriterionContext
 from fedanon.errors import InputError
+from fedanon.model.registry import ClassView, ParseContext, PrivacyModel, number, register, table_value
 
 # A class exactly at the bound (e.g. two equally frequent values for entropy-2)
 # must pass despite floating-point rounding of the logarithms.
 EPS = 1e-9
+
+
+
+VARIANTS = ("distinct", "entropy", "recursive")
+
+
+@register
+@dataclass
+class LDiversity(PrivacyModel):
+    """ℓ-diversity of one sensitive attribute: `distinct:L`, `entropy:L` or `recursive:C,L`."""
+
+    variant: Literal["distinct", "entropy", "recursive"]
+    l: float
+    attribute: str
+    c: float | None = None
+
+    key = "l_diversity"
+    flag = "--l-diversity"
+    metavar = "distinct:L|entropy:L|recursive:C,L"
+    help = "l-diversity of the sensitive attribute"
+    uses_sensitive = True
+    decomposes_over_shares = True
+
+    @classmethod
+    def parse(cls, value: Any, ctx: ParseContext) -> "LDiversity":
+        attribute = ctx.require_sensitive()
+        if isinstance(value, str):
+            return cls.parse_text(value, attribute)
+        entries = table_value(value, "l_diversity", ("variant", "l", "c"), ctx)
+        if "variant" not in entries or "l" not in entries:
+            raise InputError(f"{ctx.source}: [l_diversity] needs variant and l (and c for recursive)")
+        c = entries.get("c")
+        return cls(str(entries["variant"]), number(entries["l"], "[l_diversity] l"), attribute,  # type: ignore[arg-type]
+                   number(c, "[l_diversity] c") if c is not None else None)
+
+    @classmethod
+    def parse_text(cls, text: str, attribute: str) -> "LDiversity":
+        """`distinct:L`, `entropy:L` or `recursive:C,L`."""
+        variant, sep, params = text.partition(":")
+        variant = variant.strip().lower()
+        if not sep:
+            raise InputError(f"--l-diversity {text!r}: expected distinct:L, entropy:L or recursive:C,L")
+        if variant in ("distinct", "entropy"):
+            return cls(variant, number(params, f"--l-diversity {text!r}: l"), attribute)  # type: ignore[arg-type]
+        if variant == "recursive":
+            c, sep2, l_text = params.partition(",")
+            if not sep2:
+                raise InputError(f"--l-diversity {text!r}: recursive needs C,L (e.g. recursive:4,3)")
+            l_value = number(l_text, f"--l-diversity {text!r}: l")
+            if l_value != int(l_value):
+                raise InputError(f"--l-diversity {text!r}: recursive (c,l)-diversity needs an integer l")
+            return cls("recursive", l_value, attribute, number(c, f"--l-diversity {text!r}: c"))
+        raise InputError(f"--l-diversity {text!r}: unknown variant {variant!r} (distinct, entropy, recursive)")
+
+    def validate(self, config: Any) -> None:
+        if self.variant not in VARIANTS:
+            raise InputError(f"unknown l-diversity variant {self.variant!r} (distinct, entropy, recursive)")
+        if not self.l >= 1:
+            raise InputError(f"l-diversity needs l >= 1, got {self.l!r}")
+        if self.variant == "recursive" and (self.c is None or not self.c > 0):
+            raise InputError(f"recursive (c,l)-diversity needs c > 0, got {self.c!r}")
+
+    def criterion(self) -> "LDiversityCriterion":
+        return LDiversityCriterion(self)
+
+    def violation(self, view: ClassView) -> str | None:
+        why = diversity_violation(view.sensitive_counts[self.attribute], self)
+        return f"not l-diverse: {why}" if why else None
+
+    def describe(self) -> str:
+        if self.variant == "recursive":
+            return f"recursive-({self.c:g},{self.l:g})-diversity of {self.attribute}"
+        return f"{self.variant}-{self.l:g}-diversity of {self.attribute}"
+
 
 
 class LDiversityCriterion(Criterion):
@@ -163,6 +240,35 @@ class LDiversityCriterion(Criterion):
         return f"{self.variant}-{self.l:g}-diversity of {self.model.attribute}"
 
 
-def build(model: LDiversity) -> LDiversityCriterion:
-    """Entry point used by `criteria.build_criteria` (imported lazily)."""
-    return LDiversityCriterion(model)
+# ---- the verifier's independent reading of the definition (plain Python on raw counts)
+
+def entropy_of(counts: Sequence[int]) -> float:
+    total = sum(counts)
+    h = 0.0
+    for c in counts:
+        if c:
+            p = c / total
+            h -= p * math.log(p)
+    return h
+
+
+def diversity_violation(counts: Counter, ldiv: LDiversity) -> str | None:
+    variant = ldiv.variant
+    l_value = float(ldiv.l)
+    values = sorted(counts.values(), reverse=True)
+    if variant == "distinct":
+        if len(values) < l_value:
+            return f"{len(values)} distinct sensitive values < l={l_value:g}"
+    elif variant == "entropy":
+        h = entropy_of(values)
+        if h < math.log(l_value) - EPS:
+            return f"entropy {h:.6f} < log(l)={math.log(l_value):.6f}"
+    elif variant == "recursive":
+        c = float(ldiv.c)
+        l_int = int(l_value)
+        tail = sum(values[l_int - 1:])
+        if not values[0] < c * tail:
+            return f"r1={values[0]} is not < c*(r_l+...+r_m)={c:g}*{tail}"
+    else:
+        return f"unknown l-diversity variant {variant!r}"
+    return None

@@ -28,14 +28,72 @@ back to its exact, non-monotone mode.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from fedanon.model.config import DeltaPresence
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import Criterion, CriterionContext
 from fedanon.errors import InputError
+from fedanon.model.registry import ClassView, ParseContext, PrivacyModel, number, register, table_value
 
 EPS = 1e-9
+
+
+
+@register
+@dataclass
+class DeltaPresence(PrivacyModel):
+    """(δmin, δmax)-presence against the population table: `DMIN,DMAX:SUBSET.csv`.
+
+    The research subset's file stays with the party that reads it (ParseContext.files):
+    the config that travels holds the bounds only."""
+
+    dmin: float
+    dmax: float
+
+    key = "delta_presence"
+    flag = "--delta-presence"
+    metavar = "DMIN,DMAX:SUBSET.csv"
+    help = "delta-presence; SUBSET.csv holds the research-subset rows of the input"
+    needs_subset = True
+
+    @classmethod
+    def parse(cls, value: Any, ctx: ParseContext) -> "DeltaPresence":
+        if isinstance(value, str):
+            bounds, sep, path = value.partition(":")
+            dmin, sep2, dmax = bounds.partition(",")
+            if not sep or not sep2 or not path.strip():
+                raise InputError(f"--delta-presence {value!r}: expected DMIN,DMAX:SUBSET.csv")
+            what = f"--delta-presence {value!r}"
+            ctx.files["subset"] = ctx.resolve(path.strip())
+            return cls(number(dmin, what + ": dmin"), number(dmax, what + ": dmax"))
+        entries = table_value(value, "delta_presence", ("dmin", "dmax", "subset"), ctx)
+        if not {"dmin", "dmax", "subset"} <= set(entries):
+            raise InputError(f"{ctx.source}: [delta_presence] needs dmin, dmax and subset")
+        ctx.files["subset"] = ctx.resolve(str(entries["subset"]))
+        return cls(number(entries["dmin"], "[delta_presence] dmin"), number(entries["dmax"], "[delta_presence] dmax"))
+
+    def validate(self, config: Any) -> None:
+        if not (0.0 <= self.dmin <= 1.0 and 0.0 <= self.dmax <= 1.0):
+            raise InputError(f"delta-presence bounds must lie in [0, 1], got {self.dmin!r}, {self.dmax!r}")
+        if self.dmin > self.dmax:
+            raise InputError(f"delta-presence needs dmin <= dmax, got {self.dmin!r} > {self.dmax!r}")
+
+    def criterion(self) -> "DeltaPresenceCriterion":
+        return DeltaPresenceCriterion(self)
+
+    def violation(self, view: ClassView) -> str | None:
+        if view.subset_rows == 0:
+            return None  # a class without research-subset rows publishes nothing
+        d = view.subset_rows / view.size
+        if not (float(self.dmin) - EPS <= d <= float(self.dmax) + EPS):
+            return f"delta {d:.6f} outside [{self.dmin:g}, {self.dmax:g}]"
+        return None
+
+    def describe(self) -> str:
+        return f"({self.dmin:g},{self.dmax:g})-presence"
 
 
 class DeltaPresenceCriterion(Criterion):
@@ -72,7 +130,3 @@ class DeltaPresenceCriterion(Criterion):
     def describe(self) -> str:
         return f"({self.dmin:g},{self.dmax:g})-presence"
 
-
-def build(model: DeltaPresence) -> DeltaPresenceCriterion:
-    """Entry point used by `criteria.build_criteria` (imported lazily)."""
-    return DeltaPresenceCriterion(model)

@@ -1,1 +1,1 @@
-"""backends: see docs/design.md."""
+"""Where the rows of a large table are grouped: backends behind the RowPartitions interface."""

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fedanon.protocols.api import LocalData, RoleContext, RoleOutcome, RunSettings
+from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome, RunSettings
 from fedanon.protocols.registry import role_function
-from fedanon.protocols.transport import InMemoryNetwork, InMemoryTransport
+from fedanon.protocols.kit.transport import InMemoryNetwork, InMemoryTransport
 
 
 @dataclass

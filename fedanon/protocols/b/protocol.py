@@ -36,9 +36,9 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext, RoleOutcome
-from fedanon.protocols.cellcrypt import (
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.cellcrypt import (
     ColumnCiphers,
     decode_columns,
     encode_share,
@@ -46,8 +46,8 @@ from fedanon.protocols.cellcrypt import (
     token_keys,
     verify_suppression,
 )
-from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
-from fedanon.protocols.keyshare import (
+from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.kit.keyshare import (
     KeySharingPrimary,
     bind_hello,
     keys_context,
@@ -56,7 +56,7 @@ from fedanon.protocols.keyshare import (
     send_bundles,
     verified_publics,
 )
-from fedanon.protocols.roles import (
+from fedanon.protocols.kit.roles import (
     HelperRole,
     Hello,
     LocalFailure,
@@ -70,8 +70,8 @@ from fedanon.protocols.roles import (
     shared_error,
     stop_run,
 )
-from fedanon.protocols.resultcheck import check_result
-from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
+from fedanon.protocols.kit.resultcheck import check_result
+from fedanon.protocols.kit.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 
@@ -219,7 +219,7 @@ class _Primary(KeySharingPrimary):
             h_rows = [h_rows[i] for i in random_permutation(len(h_rows)).tolist()]
             encrypted = ciphers.encrypt_hierarchy(Hierarchy(column, h_rows, hierarchy.source), column)
             parts[f"h/{column}"] = codec.encode_hierarchy(encrypted)
-        if config.delta_presence is not None and local.research_subset is not None:
+        if config.needs_subset and local.research_subset is not None:
             parts["subset"] = codec.encode_flags(np.asarray(local.research_subset, dtype=bool)[perm])
         return codec.pack_message(parts)
 
@@ -429,7 +429,7 @@ class _Helper(HelperRole):
             # delta-presence releases only the research subset (as `fedanon anonymize` does);
             # the population rows served only to compute delta.
             released = np.arange(result.output.n_rows)
-            if config.delta_presence is not None and subset is not None:
+            if config.needs_subset and subset is not None:
                 released = np.flatnonzero(subset)
             report["rows_released"] = int(len(released))
             perm = released[random_permutation(len(released))]
@@ -494,7 +494,7 @@ class _Helper(HelperRole):
         if self.settings.distribution == "horizontal":
             if not errors:
                 table = append_tables([tables[p] for p in self.primaries])
-                if config.delta_presence is not None:
+                if config.needs_subset:
                     subset = np.concatenate([flags[p] for p in self.primaries])
         else:
             tokens = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
@@ -514,7 +514,7 @@ class _Helper(HelperRole):
                         extra[party][f"finding/{i}"] = ct
             if not errors:
                 table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, tokens)
-                if config.delta_presence is not None and verdict.subset_holder is not None:
+                if config.needs_subset and verdict.subset_holder is not None:
                     subset = flags[verdict.subset_holder][alignment[verdict.subset_holder]]
         if errors:
             self._stop("run stopped during integration: " + "; ".join(errors), "b/integrated",

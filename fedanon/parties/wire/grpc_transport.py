@@ -21,11 +21,11 @@ import grpc
 
 from fedanon.errors import PeerError, scrub
 from fedanon.parties.config import Limits
-from fedanon.parties.inbox import RunInbox
-from fedanon.parties.tls import ChannelPool
+from fedanon.parties.wire.inbox import RunInbox
+from fedanon.parties.pki.tls import ChannelPool
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
-from fedanon.protocols.transport import Transport
+from fedanon.protocols.kit.transport import Transport
 
 PhaseListener = Callable[[str, str], None]  # (phase, "start" | "end")
 

@@ -53,7 +53,7 @@ def centralized(columns: Sequence[str], rows: Sequence[Sequence[str]], hierarchi
     table = EncodedTable.from_rows(list(columns), rows)
     result = anonymize(table, hierarchies, config, research_subset=research_subset)
     out = [[v.decode("utf-8") for v in row] for row in result.output.decode_rows()]
-    if config.delta_presence is not None and research_subset is not None:
+    if config.needs_subset and research_subset is not None:
         out = [row for row, keep in zip(out, np.asarray(research_subset, dtype=bool)) if keep]  # released rows
     return Central(list(result.output.columns), out, result, table, dict(hierarchies), config,
                    None if research_subset is None else np.asarray(research_subset, dtype=bool))
@@ -96,7 +96,7 @@ def verify_against_input(central: Central, transformation: dict[str, int] | None
     if central.input_table is None or central.config is None or central.hierarchies is None:
         return ["no pooled input recorded for the verifier"]
     table = central.input_table
-    if central.config.delta_presence is not None:
+    if central.config.needs_subset:
         return verify_result(table, central.hierarchies, central.config, central.result, central.research_subset)
     if transformation is None:
         return []  # already reported

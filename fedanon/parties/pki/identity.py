@@ -31,11 +31,17 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
 from fedanon.errors import InputError, PeerError
-from fedanon.parties.revocation import fingerprint
 
 NONCE_BYTES = 32
 _CONTEXT = b"fedanon/identity/v1"
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def fingerprint(cert: x509.Certificate | bytes) -> str:
+    """SHA-256 over the certificate's DER encoding, lower-case hex (PEM bytes or a loaded certificate)."""
+    if isinstance(cert, (bytes, bytearray)):
+        cert = x509.load_pem_x509_certificate(bytes(cert))
+    return cert.fingerprint(hashes.SHA256()).hex()
 
 
 def new_nonce() -> bytes:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from fedanon.crypto.keyagreement import KeyAgreementIdentity, sign_public_key, verify_public_key
 from fedanon.errors import ProtocolError
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext
-from fedanon.protocols.roles import DataHolder, Hello, Roster
-from fedanon.protocols.transport import Transport
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext
+from fedanon.protocols.kit.roles import DataHolder, Hello, Roster
+from fedanon.protocols.kit.transport import Transport
 
 TLS = tuple[bytes, bytes, bytes]  # (certificate PEM, key PEM, CA PEM)
 

@@ -52,12 +52,12 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext, RoleOutcome
-from fedanon.protocols.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
-from fedanon.protocols.integration import append_tables, merge_hierarchies
-from fedanon.protocols.resultcheck import check_result
-from fedanon.protocols.roles import (
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
+from fedanon.protocols.kit.integration import append_tables, merge_hierarchies
+from fedanon.protocols.kit.resultcheck import check_result
+from fedanon.protocols.kit.roles import (
     DataHolder,
     Hello,
     LocalFailure,
@@ -71,7 +71,7 @@ from fedanon.protocols.roles import (
     shared_error,
     stop_run,
 )
-from fedanon.protocols.validation import LocalProblem, check_schemas, hello_summary, local_checks, needed_hierarchies
+from fedanon.protocols.kit.validation import LocalProblem, check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PHASES = ("encrypt", "integrate", "anonymize", "verify", "decrypt")
 DOMAIN = b"fedanon/A/v1"
@@ -443,7 +443,7 @@ class _Party(DataHolder):
             tids = group.encode([hash_input(run_id, tid, row[t]) for row in local.rows], workers=self.options.workers)
             self.counter.hashed += n
         subset = None
-        if self.settings.config.delta_presence is not None and local.research_subset is not None:
+        if self.settings.config.needs_subset and local.research_subset is not None:
             subset = np.asarray(local.research_subset, dtype=bool)
         return Share(columns, codes, dictionaries, hierarchies, tids, subset)
 
@@ -609,7 +609,7 @@ class _Party(DataHolder):
         if self.me == self.master:
             assert result is not None
             released = np.arange(result.output.n_rows)
-            if self.settings.config.delta_presence is not None and subset is not None:
+            if self.settings.config.needs_subset and subset is not None:
                 released = np.flatnonzero(subset)  # only the research subset is released
             table = EncodedTable(list(result.output.columns), result.output.codes[released],
                                  result.output.dictionaries)

@@ -20,7 +20,7 @@ from operator import itemgetter
 from typing import Any
 
 from fedanon.model.config import AnonymizationConfig
-from fedanon.protocols.api import LocalData
+from fedanon.protocols.kit.api import LocalData
 
 _SAMPLE = 5
 
@@ -39,9 +39,10 @@ def _show(values: list[str]) -> str:
 def needed_hierarchies(config: AnonymizationConfig) -> list[str]:
     """Columns whose hierarchy the engine needs: every QI, plus the hierarchical-t attribute."""
     out = list(config.quasi_identifiers)
-    tc = config.t_closeness
-    if tc is not None and tc.kind == "hierarchical" and tc.attribute not in out:
-        out.append(tc.attribute)
+    for model in config.models:
+        attribute = model.needs_hierarchy()
+        if attribute is not None and attribute not in out:
+            out.append(attribute)
     return out
 
 
@@ -95,7 +96,7 @@ def local_checks(me: str, local: LocalData, config: AnonymizationConfig, distrib
                 f"{hierarchy.source or ''}: {_show(missing)}".replace("  ", " "),
             ))
     subset = local.research_subset
-    if config.delta_presence is not None and subset is not None and len(subset) != len(local.rows):
+    if config.needs_subset and subset is not None and len(subset) != len(local.rows):
         msg = f"party {me!r}: research-subset flags cover {len(subset)} rows, but the party has {len(local.rows)}"
         problems.append(LocalProblem(msg, msg))
     return problems
@@ -131,7 +132,7 @@ def check_schemas(distribution: str, config: AnonymizationConfig, hellos: dict[s
         errors.extend(hello.get("local_errors") or [])
     required = list(config.quasi_identifiers) + [a for a in config.sensitive_attributes if a not in config.quasi_identifiers]
     needed = needed_hierarchies(config)
-    delta = config.delta_presence is not None
+    delta = config.needs_subset
     if distribution == "horizontal":
         leader = parties[0]
         reference = hellos[leader]["columns"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from fedanon.protocols.transport import DEFAULT_TIMEOUT_S, Transport
+from fedanon.protocols.kit.transport import DEFAULT_TIMEOUT_S, Transport
 
 if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
     import numpy as np

@@ -18,18 +18,11 @@ import re
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
 
 from fedanon.errors import InputError, clip
+from fedanon.parties.pki.identity import common_name, fingerprint
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-
-
-def fingerprint(cert: x509.Certificate | bytes) -> str:
-    """SHA-256 over the certificate's DER encoding, lower-case hex (PEM bytes or a loaded certificate)."""
-    if isinstance(cert, (bytes, bytearray)):
-        cert = x509.load_pem_x509_certificate(bytes(cert))
-    return cert.fingerprint(hashes.SHA256()).hex()
 
 
 def parse_entry(text: str) -> str | None:
@@ -71,8 +64,6 @@ def revoke(cert_path: Path, list_path: Path) -> tuple[str, str, bool]:
     Returns (fingerprint, CN, added); `added` is False when it was already on the list.
     The list is validated first, so a damaged file is reported rather than appended to.
     """
-    from fedanon.parties.identity import common_name
-
     try:
         pem = cert_path.read_bytes()
     except OSError as exc:

@@ -28,10 +28,10 @@ from typing import Any, Iterator, TypeVar
 from fedanon.crypto.errors import CryptoError
 from fedanon.errors import FedanonError, PeerError, ProtocolError, with_public
 from fedanon.errors import public_message as shareable
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext, RoleFunction, RoleOutcome
-from fedanon.protocols.transport import Transport
-from fedanon.protocols.validation import LocalProblem
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext, RoleFunction, RoleOutcome
+from fedanon.protocols.kit.transport import Transport
+from fedanon.protocols.kit.validation import LocalProblem
 
 
 # ----------------------------------------------------------------------------- phases

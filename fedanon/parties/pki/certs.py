@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedanon.errors import InputError
-from fedanon.parties.identity import check_host, dns_names
+from fedanon.parties.pki.identity import check_host, dns_names
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"

@@ -54,9 +54,9 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext, RoleOutcome
-from fedanon.protocols.cellcrypt import (
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.cellcrypt import (
     SUPPRESSED,
     ColumnCiphers,
     decode_columns,
@@ -64,15 +64,15 @@ from fedanon.protocols.cellcrypt import (
     random_permutation,
     token_keys,
 )
-from fedanon.protocols.counted_checks import (
+from fedanon.protocols.c.counted_checks import (
     CountJudge,
     EncryptedCountChecker,
     JudgeFacts,
     RowCounters,
     check_supported,
 )
-from fedanon.protocols.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
-from fedanon.protocols.keyshare import (
+from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.kit.keyshare import (
     KeySharingPrimary,
     bind_hello,
     keys_context,
@@ -81,10 +81,10 @@ from fedanon.protocols.keyshare import (
     send_bundles,
     verified_publics,
 )
-from fedanon.protocols.progress import ProgressTicker, receive_progressing
-from fedanon.protocols.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
-from fedanon.protocols.resultcheck import check_result
-from fedanon.protocols.roles import (
+from fedanon.protocols.kit.progress import ProgressTicker, receive_progressing
+from fedanon.protocols.c.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.kit.resultcheck import check_result
+from fedanon.protocols.kit.roles import (
     Hello,
     HelperRole,
     LocalFailure,
@@ -99,7 +99,7 @@ from fedanon.protocols.roles import (
     shared_error,
     stop_run,
 )
-from fedanon.protocols.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
+from fedanon.protocols.kit.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PROTOCOL = "C"
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
@@ -259,7 +259,7 @@ class _Primary(KeySharingPrimary):
             mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
                 self.settings.primaries.index(self.me)
             parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm][mine].tolist(), ticker)
-        if config.delta_presence is not None and local.research_subset is not None:
+        if config.needs_subset and local.research_subset is not None:
             flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
             parts["counters/subset"] = encrypt_in_chunks(encryptor, (flags & real)[perm].tolist(), ticker)
         return codec.pack_message(parts)
@@ -303,7 +303,7 @@ class _Primary(KeySharingPrimary):
                 if SUPPRESSED not in dictionaries[ci]:
                     dictionaries[ci].append(SUPPRESSED)
                 codes[failing, ci] = dictionaries[ci].index(SUPPRESSED)
-        released = subset if subset is not None and self.settings.config.delta_presence is not None else None
+        released = subset if subset is not None and self.settings.config.needs_subset else None
         if released is not None:
             codes = codes[released]
         out = EncodedTable(list(table.columns), codes, dictionaries)
@@ -446,7 +446,7 @@ class _Helper(HelperRole):
             return _split_counters(codec.require_part(shares[p], name, f"data of {p!r}"),
                                    tables[p].n_rows if rows is None else rows, f"{name} of {p!r}")
 
-        delta = self.settings.config.delta_presence is not None
+        delta = self.settings.config.needs_subset
         if not self.vertical:
             table = append_tables([tables[p] for p in self.primaries])
             real = [c for p in self.primaries for c in counters(p, "counters/real")]

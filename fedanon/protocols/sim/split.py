@@ -17,7 +17,7 @@ import numpy as np
 
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.errors import InputError
-from fedanon.protocols.api import LocalData
+from fedanon.protocols.kit.api import LocalData
 
 DEFAULT_TID = "tid"
 

@@ -30,9 +30,9 @@ import time
 from typing import Callable, Iterable
 
 from fedanon.errors import PeerError
-from fedanon.protocols import codec
-from fedanon.protocols.api import RoleContext
-from fedanon.protocols.roles import stop_run
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RoleContext
+from fedanon.protocols.kit.roles import stop_run
 
 #: The marker (a message with one empty part named "progress": no data, no count).
 PROGRESS = codec.pack_message({"progress": b""})

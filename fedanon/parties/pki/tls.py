@@ -15,7 +15,7 @@ import threading
 
 import grpc
 
-from fedanon.parties.certs import certificate_name
+from fedanon.parties.pki.certs import certificate_name
 from fedanon.parties.config import Limits, TlsFiles
 
 _MSG_SLACK = 1 << 20  # protobuf framing around a full chunk
@@ -112,7 +112,7 @@ class ChannelPool:
 
     def verified(self, name: str, address: str, known: list[str]) -> grpc.Channel:
         """The channel to `name`, after its server proved (once per channel) that its certificate CN is `name`."""
-        from fedanon.parties.identity import new_nonce, verify_identity
+        from fedanon.parties.pki.identity import new_nonce, verify_identity
         from fedanon.proto import fedanon_pb2 as pb
         from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 from fedanon.model.config import AnonymizationConfig
 from fedanon.oracle.verify import verify_anonymized
-from fedanon.protocols.api import LocalData
-from fedanon.protocols.validation import LocalProblem
+from fedanon.protocols.kit.api import LocalData
+from fedanon.protocols.kit.validation import LocalProblem
 
 STAR = "*"
 _SHOWN = 3
@@ -53,19 +53,21 @@ def _privacy(config: AnonymizationConfig, local: LocalData, columns: Sequence[st
     if missing:
         msg = f"the result lacks quasi-identifier column(s) {missing}"
         return [LocalProblem(msg, msg)]
-    if config.delta_presence is not None:
+    if config.needs_subset:
         return []  # every model is judged on population classes, which the recipient does not see
     as_dict = config.to_dict()
     hierarchies: dict[str, Any] = {}
     for q in qis:  # each output value stands for itself: level 0 is the published value
         index = list(columns).index(q)
         hierarchies[q] = [[v] for v in sorted({row[index] for row in rows} | {STAR})]
-    tc = config.t_closeness
-    if tc is not None and tc.kind == "hierarchical":
-        if tc.attribute in local.hierarchies:
-            hierarchies[tc.attribute] = local.hierarchies[tc.attribute]
-        else:  # vertical: another party holds that column's hierarchy; k and ℓ are still checked
-            as_dict.pop("t_closeness", None)
+    for model in config.models:
+        attribute = model.needs_hierarchy()
+        if attribute is None:
+            continue
+        if attribute in local.hierarchies:
+            hierarchies[attribute] = local.hierarchies[attribute]
+        else:  # vertical: another party holds that column's hierarchy; the other models are still checked
+            as_dict["models"] = [m for m in as_dict["models"] if m["model"] != model.key]
     found = verify_anonymized(list(columns), rows, list(columns), rows, as_dict, hierarchies,
                               transformation={q: 0 for q in qis},
                               suppressed=None if suppressed is None else [bool(s) for s in suppressed])
@@ -98,7 +100,7 @@ def _own_rows(me: str, local: LocalData, config: AnonymizationConfig, distributi
     if not mine:
         return []
     own_rows = local.rows
-    if config.delta_presence is not None:
+    if config.needs_subset:
         if local.research_subset is None:
             return []  # our rows may rightly be absent; the subset holder checks its own
         own_rows = [r for r, f in zip(local.rows, local.research_subset) if f]

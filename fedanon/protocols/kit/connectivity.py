@@ -21,7 +21,7 @@ import os
 import time
 
 from fedanon.errors import PeerError, ProtocolError
-from fedanon.protocols.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 
 NONCE_BYTES = 32
 

@@ -51,16 +51,18 @@ import numpy as np
 from fedanon.crypto.counters import CounterPrivateKey, CounterPublicKey
 from fedanon.engine.anonymizer import Structure, metric_context
 from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.model.config import METRICS, AnonymizationConfig
+from fedanon.model.metrics.registry import METRICS
+from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext, build_criteria
 from fedanon.stats.classes import Classes
 from fedanon.stats.keys import group_keys
-from fedanon.model.metrics.classic import MetricContext, build_metric
+from fedanon.model.metrics.base import MetricContext
+from fedanon.model.metrics.registry import build_metric
 from fedanon.errors import InputError, ProtocolError
-from fedanon.protocols import codec
-from fedanon.protocols.cellcrypt import random_permutation
-from fedanon.protocols.class_sums import NodeSums, Sums
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.cellcrypt import random_permutation
+from fedanon.protocols.c.class_sums import NodeSums, Sums
 from fedanon.protocols.registry import protocol_spec
 
 #: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.

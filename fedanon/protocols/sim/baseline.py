@@ -20,7 +20,7 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult
 from fedanon.data.table import EncodedTable
-from fedanon.protocols.split import horizontal_row_groups, vertical_column_groups
+from fedanon.protocols.sim.split import horizontal_row_groups, vertical_column_groups
 
 
 def baseline_for_split(columns: Sequence[str], rows: Sequence[Sequence[str]], hierarchies: dict[str, Hierarchy],

@@ -23,7 +23,7 @@ def encode_result(columns: list[str], rows: list[list[str]]) -> bytes:
 
 
 def decode_result(blob: bytes) -> tuple[list[str], list[list[str]]]:
-    from fedanon.protocols.codec import checked_uncompress
+    from fedanon.protocols.kit.codec import checked_uncompress
 
     try:
         body = checked_uncompress(blob, "result")  # refuses a block declaring more than the limit

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from fedanon.parties.config import PartyConfig
-from fedanon.parties.tls import client_credentials, open_channel
+from fedanon.parties.pki.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 

@@ -1,0 +1,109 @@
+"""What every information-loss metric offers the search (§2.6, ARX-style suppression §3.6.2).
+
+Every metric is minimized (higher = more loss). Each offers
+  * `loss(levels, classes, failing)`: the value at a node given which classes are
+    suppressed,
+  * `static_bound(all_levels)`: a cheap lower bound computed WITHOUT grouping,
+    vectorized over many nodes; it is monotone under generalization, so the search
+    can prune a node and all its generalizations once the bound exceeds the best
+    loss found (None where no such bound exists),
+  * `class_bound(levels, classes)`: a monotone lower bound from the class table
+    (used to prune generalizations after an evaluation).
+Sums are done with math.fsum over per-value terms so the value is independent of
+dictionary order -- a requirement for identical results on ciphertext.
+
+Traits the protocols and baselines read (instead of keeping their own lists of names):
+  * `needs_value_marginals`: the loss needs every QI's value counts over the true rows
+    (Protocol C sends them once, at setup);
+  * `charges_suppressed_values`: the loss charges suppressed rows by their values (Protocol C
+    needs one extra round per check that suppresses at an anonymous node);
+  * `has_baseline`: the loss can be evaluated on a table each party recoded on its own (the
+    §4.3 anonymize-then-integrate baselines).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from fedanon.stats.classes import Classes
+
+
+@dataclass
+class MetricContext:
+    """Table-wide facts metrics need, computed once per run."""
+
+    n_rows: int
+    heights: list[int]  # levels per QI incl. level 0
+    cardinalities: list[list[np.ndarray]]  # [qi][level] -> count of each level code over all rows
+    level0_to_level: list[np.ndarray]  # [qi] -> code_map (height x d0)
+    leaf_fraction: Sequence[list[np.ndarray]]  # [qi][level] -> (leaves-1)/(all leaves-1) per level code
+    min_class_size: int = 1
+
+
+def fsum(values: np.ndarray) -> float:
+    return math.fsum(values.ravel().tolist())
+
+
+class Metric:
+    name = ""
+    needs_value_marginals = False
+    charges_suppressed_values = False
+    has_baseline = True
+    monotone_without_suppression = True
+    monotone_with_suppression = False
+
+    def __init__(self, ctx: MetricContext) -> None:
+        self.ctx = ctx
+        self.q = len(ctx.heights)
+
+    # per-QI per-level table whose sum over QIs is the static bound; None = no bound
+    def _bound_table(self) -> list[np.ndarray] | None:
+        return None
+
+    def static_bound(self, levels: np.ndarray) -> np.ndarray | None:
+        """Lower bound for each node row of `levels` (n_nodes x q) without grouping."""
+        table = self._bound_table()
+        if table is None:
+            return None
+        levels = np.atleast_2d(levels)
+        out = np.zeros(levels.shape[0], dtype=np.float64)
+        for i, t in enumerate(table):
+            out += t[levels[:, i]]
+        return out
+
+    def static_loss(self, levels: tuple[int, ...]) -> float | None:
+        """Exact loss without grouping, valid at a node where no row is suppressed."""
+        return None
+
+    def class_bound(self, levels: tuple[int, ...], classes: Classes) -> float:
+        """The static bound of one node, summed in Python floats in the same order as
+        `static_bound` (so bit-identical to it) without building arrays per check."""
+        rows = self._bound_rows()
+        if rows is None:
+            return -math.inf
+        total = 0.0
+        for row, level in zip(rows, levels):
+            total += row[level]
+        return total
+
+    def _bound_rows(self) -> list[list[float]] | None:
+        if not hasattr(self, "_bound_rows_cache"):
+            table = self._bound_table()
+            self._bound_rows_cache = None if table is None else [np.asarray(t, dtype=np.float64).tolist()
+                                                                 for t in table]
+        return self._bound_rows_cache
+
+    def loss(self, levels: tuple[int, ...], classes: Classes, failing: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def monotone(self, suppression: bool) -> bool:
+        return self.monotone_with_suppression if suppression else self.monotone_without_suppression
+
+    # helpers
+    def _suppressed_rows(self, classes: Classes, failing: np.ndarray) -> int:
+        return int(classes.stats.sizes[failing].sum()) if failing.any() else 0
+

@@ -1,0 +1,101 @@
+"""Metrics of how far each value was generalized: height, precision, loss (§2.6)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedanon.model.metrics.base import Metric, fsum
+from fedanon.model.metrics.registry import register_metric
+
+
+@register_metric
+class Height(Metric):
+    """Sum of levels (data independent)."""
+
+    name = "height"
+    monotone_with_suppression = True
+
+    def _bound_table(self) -> list[np.ndarray]:
+        return [np.arange(h, dtype=np.float64) for h in self.ctx.heights]
+
+    def static_loss(self, levels):
+        return float(sum(levels))
+
+    def loss(self, levels, classes, failing):
+        return float(sum(levels))
+
+
+def _relative_levels(heights: list[int]) -> list[np.ndarray]:
+    return [np.arange(h, dtype=np.float64) / (h - 1) if h > 1 else np.zeros(1) for h in heights]
+
+
+@register_metric
+class PrecisionStar(Metric):
+    """PM*: mean over QIs of level / max level; ignores suppression (monotone)."""
+
+    name = "precision-star"
+    monotone_with_suppression = True
+
+    def _bound_table(self):
+        return [t / self.q for t in _relative_levels(self.ctx.heights)]
+
+    def static_loss(self, levels):
+        return math.fsum(float(t[l]) for t, l in zip(_relative_levels(self.ctx.heights), levels)) / self.q
+
+    def loss(self, levels, classes, failing):
+        return self.static_loss(levels)
+
+
+@register_metric
+class Precision(PrecisionStar):
+    """PM over cells: level / max level per cell, suppressed cells count 1 (loss = 1 - precision)."""
+
+    name = "precision"
+    monotone_with_suppression = False
+
+    def loss(self, levels, classes, failing):
+        n = self.ctx.n_rows
+        s = self._suppressed_rows(classes, failing)
+        per_row = self.static_loss(levels)
+        return ((n - s) * per_row + s * 1.0) / n
+
+
+@register_metric
+class Loss(Metric):
+    """Iyengar's LM: (leaves below value - 1) / (leaves - 1) per cell; suppressed cells = 1."""
+
+    name = "loss"
+
+    def _bound_table(self):
+        """Per QI and level: the LM share of all rows, from static cardinalities."""
+        if not hasattr(self, "_cached"):
+            ctx = self.ctx
+            tables = []
+            for i, h in enumerate(ctx.heights):
+                card0 = ctx.cardinalities[i][0].astype(np.float64)
+                t = np.zeros(h)
+                for l in range(h):
+                    frac = ctx.leaf_fraction[i][l][ctx.level0_to_level[i][l]]
+                    t[l] = fsum(card0 * frac) / (ctx.n_rows * self.q)
+                tables.append(t)
+            self._cached = tables
+        return self._cached
+
+    def static_loss(self, levels):
+        tbl = self._bound_table()
+        return math.fsum(float(tbl[i][l]) for i, l in enumerate(levels))
+
+    def loss(self, levels, classes, failing):
+        base = self.static_loss(levels)
+        if not failing.any():
+            return base
+        ctx = self.ctx
+        sizes = classes.stats.sizes[failing].astype(np.float64)
+        removed = []
+        for i, l in enumerate(levels):
+            frac = ctx.leaf_fraction[i][l][classes.codes[failing, i]]
+            removed.append(fsum(sizes * frac))
+        s = float(sizes.sum())
+        return base + (s * self.q - math.fsum(removed)) / (ctx.n_rows * self.q)

@@ -1,0 +1,1 @@
+"""What travels between daemons: the gRPC transport, per-run inboxes, admission limits, health, the result."""

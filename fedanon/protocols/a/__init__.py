@@ -1,0 +1,1 @@
+"""Protocol A: commutative encryption around a ring of the data holders, no helper."""

@@ -1,0 +1,1 @@
+"""Protocol B: shared deterministic AES keys, a star around a helper."""

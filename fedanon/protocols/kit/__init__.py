@@ -1,0 +1,1 @@
+"""The shared protocol kit: role base, transport interface, wire codec, integration, checks every protocol uses."""

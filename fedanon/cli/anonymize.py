@@ -21,7 +21,8 @@ import numpy as np
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
-from fedanon.data.io.delimited import ColumnarTable, read_columns, same_file, write_columns
+from fedanon.data.io.delimited import ColumnarTable, same_file, write_columns
+from fedanon.data.io.registry import read_table
 from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 
@@ -137,7 +138,7 @@ def match_subset(table: ColumnarTable, subset_path: Path) -> np.ndarray:
     and duplicates are indistinguishable for every model anyway. Works on codes
     (np.unique over rows), not on per-row Python tuples.
     """
-    subset = read_columns(subset_path, table.delimiter, table.encoding)
+    subset = read_table(subset_path, table.delimiter, table.encoding)
     if subset.columns != table.columns:
         raise InputError(f"{subset_path}, line 1: header {table.delimiter.join(subset.columns)[:200]!r} differs "
                          f"from the input header {table.delimiter.join(table.columns)[:200]!r}")
@@ -295,7 +296,7 @@ def load_inputs(spec: RunSpec) -> Inputs:
         raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
     check_output_paths(spec)
     _config, hierarchy_paths, _sensitive, subset_path = spec.privacy
-    table = read_columns(spec.input, spec.delimiter, spec.encoding)
+    table = read_table(spec.input, spec.delimiter, spec.encoding)
     kept, removed = column_roles(table, spec)
     hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
                    for attr, path in hierarchy_paths.items()}

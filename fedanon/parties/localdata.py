@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.io.registry import read_table
 from fedanon.errors import InputError
 from fedanon.parties.config import DataConfig
 from fedanon.protocols.kit.api import LocalData
@@ -33,10 +35,7 @@ def load_local_data(data: DataConfig) -> LocalData:
 
 def load_party_data(data: DataConfig) -> tuple[LocalData, list[str]]:
     """The party's LocalData plus the identifying columns left out of it."""
-    from fedanon.data.io.delimited import read_columns
-    from fedanon.data.hierarchy import Hierarchy
-
-    table = read_columns(data.csv, data.delimiter, data.encoding)
+    table = read_table(data.csv, data.delimiter, data.encoding)
     header = table.columns
     index = {name: i for i, name in enumerate(header)}
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from fedanon.kit.atomicfile import atomic_binary
 from fedanon.kit.cores import available_cores
+from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError
 
 DEFAULT_DELIMITER = ";"
@@ -244,6 +245,7 @@ def may_quote(path: Path, encoding: str) -> bool:
         return True  # not mappable (a pipe, say): the careful way
 
 
+@register_reader("csv", (".csv", ".tsv", ".txt", ".tab"))
 def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
                  encoding: str = DEFAULT_ENCODING) -> ColumnarTable:
     """Read a CSV table into per-column codes and dictionaries (see `ColumnarTable`).

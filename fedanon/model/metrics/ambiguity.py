@@ -1,0 +1,66 @@
+"""The ambiguity metric (Nergiz & Clifton 2007): how many original tuples a released row could be.
+
+A released row whose QI values stand for v₁, …, v_q original values (the leaves under each
+generalized value) is consistent with v₁ · … · v_q original QI combinations; ambiguity is that
+product averaged over all rows, with a suppressed row counting the whole domain (the product of
+every QI's number of values). Lower is better; the input itself has ambiguity 1.
+
+Monotone without suppression: generalizing never shrinks a value's set of leaves, so no row's
+product decreases. Not with suppression (a row suppressed at a node may be released, with a
+smaller product, at a generalization of it).
+
+The leaf counts come from the hierarchies' code maps alone (how many level-0 codes map to each
+generalized code), so the metric is the same on ciphertext dictionaries. It needs no value
+marginals, so Protocol C can use it as it uses `loss`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedanon.model.metrics.base import Metric, MetricContext
+from fedanon.model.metrics.registry import register_metric
+from fedanon.stats.classes import Classes
+
+
+@register_metric
+class Ambiguity(Metric):
+    """Mean over rows of the product of the leaf counts of the row's generalized QI values."""
+
+    name = "ambiguity"
+    monotone_without_suppression = True
+    monotone_with_suppression = False
+    has_baseline = False
+
+    def __init__(self, ctx: MetricContext) -> None:
+        super().__init__(ctx)
+        # leaves[q][level][code]: how many level-0 values the generalized code stands for
+        self.leaves: list[list[np.ndarray]] = []
+        for code_map in ctx.level0_to_level:
+            per_level = []
+            for level in range(code_map.shape[0]):
+                row = code_map[level]
+                per_level.append(np.bincount(row, minlength=int(row.max()) + 1 if row.size else 0).astype(np.float64))
+            self.leaves.append(per_level)
+        self.domain = math.prod(float(code_map.shape[1]) for code_map in ctx.level0_to_level)
+
+    def _per_class(self, levels: tuple[int, ...], classes: Classes) -> np.ndarray:
+        product = np.ones(classes.count, dtype=np.float64)
+        for q, level in enumerate(levels):
+            product *= self.leaves[q][level][classes.codes[:, q]]
+        return product
+
+    def loss(self, levels: tuple[int, ...], classes: Classes, failing: np.ndarray) -> float:
+        sizes = np.asarray(classes.stats.sizes, dtype=np.float64)
+        product = self._per_class(levels, classes)
+        kept = ~failing
+        total = math.fsum((sizes[kept] * product[kept]).tolist()) + self.domain * float(sizes[failing].sum())
+        return total / max(self.ctx.n_rows, 1)
+
+    def class_bound(self, levels: tuple[int, ...], classes: Classes) -> float:
+        """Ambiguity if nothing were suppressed: a lower bound at every generalization of the node
+        (without suppression the metric is monotone; suppression only raises a row's product)."""
+        sizes = np.asarray(classes.stats.sizes, dtype=np.float64)
+        return math.fsum((sizes * self._per_class(levels, classes)).tolist()) / max(self.ctx.n_rows, 1)

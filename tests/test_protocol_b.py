@@ -69,24 +69,6 @@ def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subse
 _subset = research_subset
 
 
-@pytest.mark.parametrize("suppression", [0.0, 0.25])
-@pytest.mark.parametrize("model", list(MODELS))
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
-def test_example_equals_centralized(example, distribution: str, n: int, model: str, suppression: float) -> None:
-    columns, rows, hierarchies = example
-    config = MODELS[model](EX_QIS, "diagnosis", suppression, "aecs" if model == "recursive-l" else "nonuniform-entropy")
-    subset = _subset(len(rows)) if model == "delta" else None
-    assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset)
-
-
-def test_example_reference_optimum(example) -> None:
-    """The dissertation's running example: 2-anonymity, no suppression -> (1, 0, 3), also distributed."""
-    columns, rows, hierarchies = example
-    run = assert_equivalent(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2), "horizontal", 3)
-    assert run.outcomes["p1"].report["transformation"] == {"age": 1, "sex": 0, "zipcode": 3}
-
-
 @pytest.mark.parametrize("suppression", [0.0, 0.02])
 @pytest.mark.parametrize("model", ["k", "recursive-l", "t-equal", "t-hierarchical", "delta"])
 @pytest.mark.parametrize("n", [2, 3])

@@ -68,25 +68,6 @@ def assert_equivalent(columns, rows, hierarchies, config, distribution, n, subse
 _subset = research_subset
 
 
-@pytest.mark.parametrize("suppression", [0.0, 0.25])
-@pytest.mark.parametrize("model", list(MODELS))
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
-def test_example_equals_centralized(example, distribution, n, model, suppression):
-    columns, rows, hierarchies = example
-    config = MODELS[model](EX_QIS, "diagnosis", suppression, "aecs" if model == "recursive-l" else "discernibility")
-    subset = _subset(len(rows)) if model == "delta" else None
-    assert_equivalent(columns, rows, hierarchies, config, distribution, n, subset)
-
-
-def test_example_reference_optimum(example):
-    """The dissertation's example (§4.4.5.2): 2-anonymity -> (1, 0, 3), as centralized."""
-    columns, rows, hierarchies = example
-    run = assert_equivalent(columns, rows, hierarchies, AnonymizationConfig(EX_QIS, k=2, metric="height"),
-                            "vertical", 3)
-    assert run.outcomes["p1"].report["transformation"] == {"age": 1, "sex": 0, "zipcode": 3}
-
-
 @pytest.mark.parametrize("model,suppression,metric", [
     ("k", 0.0, "loss"), ("k", 0.02, "precision"), ("recursive-l", 0.02, "discernibility"),
     ("t-hierarchical", 0.02, "loss"), ("t-equal", 0.0, "aecs"), ("delta", 0.02, "discernibility-star"),

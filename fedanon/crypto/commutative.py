@@ -30,8 +30,7 @@ from typing import ClassVar, Iterable, Sequence
 import functools
 
 import gmpy2
-from coincurve._libsecp256k1 import ffi as _ffi, lib as _lib
-from coincurve.context import GLOBAL_CONTEXT as _GLOBAL_CONTEXT
+from fedanon.crypto.secp256k1 import CONTEXT, ffi, lib
 
 from fedanon.crypto import parallel
 from fedanon.crypto.errors import EncodingError, KeyFormatError
@@ -154,8 +153,8 @@ class EcCipher(CommutativeCipher):
             raise KeyFormatError("secp256k1 key must be a scalar in [1, n-1]")
         self._k = k
         self._kinv = pow(k, -1, _SECP_N)
-        self._kb = _ffi.new("unsigned char[32]", k.to_bytes(32, "big"))
-        self._kinvb = _ffi.new("unsigned char[32]", self._kinv.to_bytes(32, "big"))
+        self._kb = ffi.new("unsigned char[32]", k.to_bytes(32, "big"))
+        self._kinvb = ffi.new("unsigned char[32]", self._kinv.to_bytes(32, "big"))
 
     @classmethod
     def generate(cls) -> "EcCipher":
@@ -179,9 +178,9 @@ class EcCipher(CommutativeCipher):
         # of a curve point (about 2 tries). Nobody knows the discrete log of the result,
         # which is what makes the exponentiation cipher hiding. Not constant-time, but the
         # party only hashes its own values locally.
-        ctx = _GLOBAL_CONTEXT.ctx
-        parse = _lib.secp256k1_ec_pubkey_parse
-        pk = _ffi.new("secp256k1_pubkey *")
+        ctx = CONTEXT
+        parse = lib.secp256k1_ec_pubkey_parse
+        pk = ffi.new("secp256k1_pubkey *")
         sha = hashlib.sha256
         out: list[bytes] = []
         for v in values:
@@ -195,14 +194,14 @@ class EcCipher(CommutativeCipher):
         return out
 
     def _apply(self, elements: Sequence[bytes], scalar) -> list[bytes]:
-        ctx = _GLOBAL_CONTEXT.ctx
-        parse = _lib.secp256k1_ec_pubkey_parse
-        mul = _lib.secp256k1_ec_pubkey_tweak_mul
-        ser = _lib.secp256k1_ec_pubkey_serialize
-        pk = _ffi.new("secp256k1_pubkey *")
-        ob = _ffi.new("unsigned char[33]")
-        ol = _ffi.new("size_t *")
-        buf = _ffi.buffer(ob)
+        ctx = CONTEXT
+        parse = lib.secp256k1_ec_pubkey_parse
+        mul = lib.secp256k1_ec_pubkey_tweak_mul
+        ser = lib.secp256k1_ec_pubkey_serialize
+        pk = ffi.new("secp256k1_pubkey *")
+        ob = ffi.new("unsigned char[33]")
+        ol = ffi.new("size_t *")
+        buf = ffi.buffer(ob)
         out: list[bytes] = []
         for i, e in enumerate(elements):
             if len(e) != 32 or not parse(ctx, pk, b"\x02" + e, 33):

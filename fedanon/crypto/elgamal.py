@@ -21,8 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from coincurve._libsecp256k1 import ffi as _ffi, lib as _lib
-from coincurve.context import GLOBAL_CONTEXT as _GLOBAL_CONTEXT
+from fedanon.crypto.secp256k1 import CONTEXT, ffi, lib
 
 from fedanon.crypto import parallel
 from fedanon.crypto.errors import DecryptionError, KeyFormatError, SlotOverflowError
@@ -37,7 +36,7 @@ DEFAULT_BABY_STEPS = 1 << 16
 
 
 def _ctx():
-    return _GLOBAL_CONTEXT.ctx
+    return CONTEXT
 
 
 def _random_scalar() -> int:
@@ -48,20 +47,20 @@ def _random_scalar() -> int:
 
 
 def _ser(pk) -> bytes:
-    ob = _ffi.new("unsigned char[33]")
-    ol = _ffi.new("size_t *", 33)
-    _lib.secp256k1_ec_pubkey_serialize(_ctx(), ob, ol, pk, _COMPRESSED)
-    return bytes(_ffi.buffer(ob))
+    ob = ffi.new("unsigned char[33]")
+    ol = ffi.new("size_t *", 33)
+    lib.secp256k1_ec_pubkey_serialize(_ctx(), ob, ol, pk, _COMPRESSED)
+    return bytes(ffi.buffer(ob))
 
 
 def _parse_into(pk, data: bytes, what: str) -> None:
-    if len(data) != POINT_BYTES or not _lib.secp256k1_ec_pubkey_parse(_ctx(), pk, data, POINT_BYTES):
+    if len(data) != POINT_BYTES or not lib.secp256k1_ec_pubkey_parse(_ctx(), pk, data, POINT_BYTES):
         raise DecryptionError(f"{what} is not a valid compressed secp256k1 point")
 
 
 def _base_mult(k: int):
-    pk = _ffi.new("secp256k1_pubkey *")
-    if not _lib.secp256k1_ec_pubkey_create(_ctx(), pk, k.to_bytes(32, "big")):
+    pk = ffi.new("secp256k1_pubkey *")
+    if not lib.secp256k1_ec_pubkey_create(_ctx(), pk, k.to_bytes(32, "big")):
         raise KeyFormatError("scalar out of range")
     return pk
 
@@ -72,9 +71,9 @@ def _combine(points: list) -> object | None:
         return None
     if len(points) == 1:
         return points[0]
-    out = _ffi.new("secp256k1_pubkey *")
-    arr = _ffi.new("secp256k1_pubkey *[]", points)
-    if not _lib.secp256k1_ec_pubkey_combine(_ctx(), out, arr, len(points)):
+    out = ffi.new("secp256k1_pubkey *")
+    arr = ffi.new("secp256k1_pubkey *[]", points)
+    if not lib.secp256k1_ec_pubkey_combine(_ctx(), out, arr, len(points)):
         return None
     return out
 
@@ -85,7 +84,7 @@ class ElGamalPublicKey:
     __slots__ = ("_h_bytes", "_h")
 
     def __init__(self, h_bytes: bytes) -> None:
-        self._h = _ffi.new("secp256k1_pubkey *")
+        self._h = ffi.new("secp256k1_pubkey *")
         try:
             _parse_into(self._h, h_bytes, "ElGamal public key")
         except DecryptionError as exc:
@@ -115,8 +114,8 @@ class ElGamalPublicKey:
         ctx = _ctx()
         r = _random_scalar()
         c1 = _base_mult(r)
-        rh = _ffi.new("secp256k1_pubkey *", self._h[0])
-        _lib.secp256k1_ec_pubkey_tweak_mul(ctx, rh, r.to_bytes(32, "big"))
+        rh = ffi.new("secp256k1_pubkey *", self._h[0])
+        lib.secp256k1_ec_pubkey_tweak_mul(ctx, rh, r.to_bytes(32, "big"))
         c2 = rh if m == 0 else _combine([_base_mult(m), rh])
         if c2 is None:  # m·G = -r·H: probability 2^-256
             return self.encrypt(m)
@@ -156,7 +155,7 @@ class CiphertextVector:
     def __init__(self, ciphertexts: Sequence[bytes]) -> None:
         n = len(ciphertexts)
         self._alloc(n)
-        ctx, parse = _ctx(), _lib.secp256k1_ec_pubkey_parse
+        ctx, parse = _ctx(), lib.secp256k1_ec_pubkey_parse
         for i, c in enumerate(ciphertexts):
             if c == IDENTITY:
                 self._live[i] = False
@@ -167,8 +166,8 @@ class CiphertextVector:
 
     def _alloc(self, n: int) -> None:
         self._n = n
-        self._c1 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
-        self._c2 = _ffi.new("secp256k1_pubkey[]", max(n, 1))
+        self._c1 = ffi.new("secp256k1_pubkey[]", max(n, 1))
+        self._c2 = ffi.new("secp256k1_pubkey[]", max(n, 1))
         self._live = np.ones(n, dtype=bool)  # False: the identity (trivial Enc(0))
 
     @classmethod
@@ -182,9 +181,9 @@ class CiphertextVector:
 
     def _pointers(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Addresses of the parsed C1 and C2 points of `rows` (uint64, for pointer arrays)."""
-        size = _ffi.sizeof("secp256k1_pubkey")
-        base1 = int(_ffi.cast("uintptr_t", self._c1))
-        base2 = int(_ffi.cast("uintptr_t", self._c2))
+        size = ffi.sizeof("secp256k1_pubkey")
+        base1 = int(ffi.cast("uintptr_t", self._c1))
+        base2 = int(ffi.cast("uintptr_t", self._c2))
         offsets = rows.astype(np.uint64) * np.uint64(size)
         return offsets + np.uint64(base1), offsets + np.uint64(base2)
 
@@ -201,11 +200,11 @@ class CiphertextVector:
         counts = np.bincount(live_ids, minlength=n_classes)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
         p1, p2 = self._pointers(order)
-        a1 = _ffi.from_buffer("secp256k1_pubkey *[]", p1)
-        a2 = _ffi.from_buffer("secp256k1_pubkey *[]", p2)
+        a1 = ffi.from_buffer("secp256k1_pubkey *[]", p1)
+        a2 = ffi.from_buffer("secp256k1_pubkey *[]", p2)
         out = CiphertextVector._empty(n_classes)
         out._live[:] = counts > 0
-        ctx, combine = _ctx(), _lib.secp256k1_ec_pubkey_combine
+        ctx, combine = _ctx(), lib.secp256k1_ec_pubkey_combine
         sizes = counts.tolist()
         for j in np.flatnonzero(counts).tolist():
             s, c = starts[j], sizes[j]
@@ -223,9 +222,9 @@ class CiphertextVector:
         idx = list(range(self._n)) if order is None else [int(j) for j in order]
         blocks = -(-len(idx) // slots)
         out = CiphertextVector._empty(blocks)
-        ctx, combine = _ctx(), _lib.secp256k1_ec_pubkey_combine
-        pair = _ffi.new("secp256k1_pubkey *[2]")
-        tmp = _ffi.new("secp256k1_pubkey[2]")
+        ctx, combine = _ctx(), lib.secp256k1_ec_pubkey_combine
+        pair = ffi.new("secp256k1_pubkey *[2]")
+        tmp = ffi.new("secp256k1_pubkey[2]")
         live = self._live
         for b in range(blocks):
             for half, (src, dst) in enumerate(((self._c1, out._c1), (self._c2, out._c2))):
@@ -252,9 +251,9 @@ class CiphertextVector:
     def serialize(self, order: Sequence[int] | None = None) -> bytes:
         """Wire form (66 bytes each, the identity as zeros), in `order` if given."""
         idx = range(self._n) if order is None else order
-        buf = _ffi.new("unsigned char[]", max(1, CIPHERTEXT_BYTES * len(idx)))
-        ol = _ffi.new("size_t *")
-        ctx, ser, live = _ctx(), _lib.secp256k1_ec_pubkey_serialize, self._live
+        buf = ffi.new("unsigned char[]", max(1, CIPHERTEXT_BYTES * len(idx)))
+        ol = ffi.new("size_t *")
+        ctx, ser, live = _ctx(), lib.secp256k1_ec_pubkey_serialize, self._live
         for k, j in enumerate(idx):
             if live[j]:
                 at = buf + CIPHERTEXT_BYTES * k
@@ -262,7 +261,7 @@ class CiphertextVector:
                 ser(ctx, at, ol, self._c1 + j, _COMPRESSED)
                 ol[0] = POINT_BYTES
                 ser(ctx, at + POINT_BYTES, ol, self._c2 + j, _COMPRESSED)
-        return bytes(_ffi.buffer(buf, CIPHERTEXT_BYTES * len(idx)))
+        return bytes(ffi.buffer(buf, CIPHERTEXT_BYTES * len(idx)))
 
     def blobs(self, order: Sequence[int] | None = None) -> list[bytes]:
         data = self.serialize(order)
@@ -296,34 +295,34 @@ class _DiscreteLogTable:
         ctx = _ctx()
         table: dict[bytes, int] = {}
         g = _base_mult(1)
-        cur = _ffi.new("secp256k1_pubkey *", g[0])
-        ob = _ffi.new("unsigned char[33]")
-        ol = _ffi.new("size_t *")
-        buf = _ffi.buffer(ob)
-        arr = _ffi.new("secp256k1_pubkey *[2]")
-        nxt = _ffi.new("secp256k1_pubkey *")
+        cur = ffi.new("secp256k1_pubkey *", g[0])
+        ob = ffi.new("unsigned char[33]")
+        ol = ffi.new("size_t *")
+        buf = ffi.buffer(ob)
+        arr = ffi.new("secp256k1_pubkey *[2]")
+        nxt = ffi.new("secp256k1_pubkey *")
         for j in range(1, size):
             ol[0] = 33
-            _lib.secp256k1_ec_pubkey_serialize(ctx, ob, ol, cur, _COMPRESSED)
+            lib.secp256k1_ec_pubkey_serialize(ctx, ob, ol, cur, _COMPRESSED)
             table[bytes(buf)] = j
             arr[0], arr[1] = cur, g
-            _lib.secp256k1_ec_pubkey_combine(ctx, nxt, arr, 2)
+            lib.secp256k1_ec_pubkey_combine(ctx, nxt, arr, 2)
             cur, nxt = nxt, cur
         self.table = table
         self.giant = _base_mult(_N - size)  # -T·G
 
     def solve(self, point, max_value: int) -> int:
         ctx = _ctx()
-        cur = _ffi.new("secp256k1_pubkey *", point[0])
+        cur = ffi.new("secp256k1_pubkey *", point[0])
         giant = self.giant
-        out = _ffi.new("secp256k1_pubkey *")
-        arr = _ffi.new("secp256k1_pubkey *[2]")
+        out = ffi.new("secp256k1_pubkey *")
+        arr = ffi.new("secp256k1_pubkey *[2]")
         for step in range(max_value // self.size + 1):
             j = self.table.get(_ser(cur))
             if j is not None:
                 return step * self.size + j
             arr[0], arr[1] = cur, giant
-            if not _lib.secp256k1_ec_pubkey_combine(ctx, out, arr, 2):
+            if not lib.secp256k1_ec_pubkey_combine(ctx, out, arr, 2):
                 return (step + 1) * self.size  # cur == T·G exactly
             cur, out = out, cur
         raise DecryptionError(f"ElGamal plaintext exceeds the expected maximum {max_value}")
@@ -362,16 +361,16 @@ class ElGamalPrivateKey:
         if c == IDENTITY:
             return 0
         ctx = _ctx()
-        c1 = _ffi.new("secp256k1_pubkey *")
-        c2 = _ffi.new("secp256k1_pubkey *")
+        c1 = ffi.new("secp256k1_pubkey *")
+        c2 = ffi.new("secp256k1_pubkey *")
         if len(c) != CIPHERTEXT_BYTES:
             raise DecryptionError(f"ElGamal ciphertext must be {CIPHERTEXT_BYTES} bytes, got {len(c)}")
         _parse_into(c1, c[:33], "ElGamal ciphertext C1")
         _parse_into(c2, c[33:], "ElGamal ciphertext C2")
-        _lib.secp256k1_ec_pubkey_tweak_mul(ctx, c1, self._xb)  # S = x·C1
-        if _lib.secp256k1_ec_pubkey_cmp(ctx, c1, c2) == 0:
+        lib.secp256k1_ec_pubkey_tweak_mul(ctx, c1, self._xb)  # S = x·C1
+        if lib.secp256k1_ec_pubkey_cmp(ctx, c1, c2) == 0:
             return 0
-        _lib.secp256k1_ec_pubkey_negate(ctx, c1)
+        lib.secp256k1_ec_pubkey_negate(ctx, c1)
         m_point = _combine([c2, c1])
         if m_point is None:
             return 0

@@ -10,18 +10,16 @@ ciphertext.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from operator import itemgetter
 from typing import Mapping, Sequence
 
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 import numpy as np
 
 from fedanon.crypto.deterministic import DeterministicCipher
 from fedanon.crypto.errors import DecryptionError
+from fedanon.crypto.prp import permute_blocks
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
@@ -173,10 +171,8 @@ def tid_tokens(cipher: DeterministicCipher, values: Sequence[str], key: bytes | 
         packed = np.array([raw[i] for i in idx.tolist()], dtype=f"S{TID_TOKEN_BYTES - 1}")
         blocks[:, :TID_TOKEN_BYTES - 1] = packed.view(np.uint8).reshape(len(idx), TID_TOKEN_BYTES - 1)
         blocks[:, TID_TOKEN_BYTES - 1] = lengths[idx]
-        subkey = hmac.new(key, domain + b"/tid-token-prp" + context, hashlib.sha256).digest()
-        encryptor = Cipher(algorithms.AES(subkey), modes.ECB()).encryptor()
-        out[idx] = np.frombuffer(encryptor.update(blocks.tobytes()) + encryptor.finalize(),
-                                 dtype=np.uint8).reshape(len(idx), TID_TOKEN_BYTES)
+        permuted = permute_blocks(key, domain + b"/tid-token-prp" + context, blocks.tobytes())
+        out[idx] = np.frombuffer(permuted, dtype=np.uint8).reshape(len(idx), TID_TOKEN_BYTES)
     for i in np.flatnonzero(~short).tolist():
         out[i] = np.frombuffer(cipher.encrypt(raw[i])[:TID_TOKEN_BYTES], dtype=np.uint8)
     return out.tobytes()

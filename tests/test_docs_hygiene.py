@@ -81,3 +81,16 @@ def test_readme_first_command_installs_and_runs_the_demo() -> None:
     assert commands, "README.md shows no command"
     assert "pip install -e . && fedanon demo" in commands[0], commands[0]
     assert "pip install -e '.[test]' && python -m pytest" in commands[1], commands[1]
+
+
+def test_results_files_are_cited_and_listed() -> None:
+    """bench/results/ keeps exactly the files the performance page cites, each in the manifest."""
+    results = ROOT / "bench" / "results"
+    kept = {p.name for p in results.glob("*.json")}
+    page = (DOCS / "performance" / "index.md").read_text(encoding="utf-8")
+    cited = set(re.findall(r"bench/results/([\w.-]+\.json)", page))
+    assert cited - kept == set(), f"the performance page cites missing files: {sorted(cited - kept)}"
+    assert kept - cited == set(), f"files nobody cites (archive them): {sorted(kept - cited)}"
+    manifest = (results / "MANIFEST.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in manifest for name in kept), "a kept file is missing from MANIFEST.md"
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d_[0-9a-f]{7}_[a-z0-9]+_[\w.-]+\.json", name) for name in kept), kept

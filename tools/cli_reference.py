@@ -35,7 +35,12 @@ def _flag_cell(action: argparse.Action) -> str:
     names = ", ".join(f"`{o}`" for o in action.option_strings)
     if action.nargs == 0:
         return names
-    metavar = action.metavar if action.metavar is not None else action.dest.upper()
+    if action.metavar is not None:
+        metavar = action.metavar
+    elif action.choices is not None:
+        metavar = "{" + ",".join(str(c) for c in action.choices) + "}"  # as argparse's usage shows it
+    else:
+        metavar = action.dest.upper()
     if isinstance(metavar, tuple):
         metavar = " ".join(metavar)
     return f"{names} `{metavar}`"

@@ -159,7 +159,10 @@ class OlderEngine:
         return {a: self.engine.Hierarchy.from_rows(a, [[v.decode() for v in r] for r in h.rows]) for a, h in hier.items()}
 
     def config(self, config: AnonymizationConfig):
-        return self.engine.AnonymizationConfig.from_dict(config.to_dict())
+        # an older tree's config knows one key per model (l_diversity, t_closeness, ...), not "models"
+        shape = {k: v for k, v in config.to_dict().items() if k != "models"}
+        shape.update({model.key: model.to_dict() for model in config.models})
+        return self.engine.AnonymizationConfig.from_dict(shape)
 
 
 # what a run is timed with: wall time by default; `--cpu-time` switches to this process's CPU

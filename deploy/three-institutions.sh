@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up three institutions by hand on one machine (clinic-a and clinic-b hold data, trust-center
-# is the helper), exactly as the README describes, then run the connectivity check and Protocol B.
+# is the helper), exactly as docs/deployment/by-hand.md describes, then run the connectivity check and Protocol B.
 # Usage: deploy/three-institutions.sh [WORKDIR]   (default: a fresh temp dir; needs `fedanon` importable)
 set -euo pipefail
 W=${1:-$(mktemp -d -t fedanon-3inst-XXXX)}

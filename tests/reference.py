@@ -9,7 +9,7 @@ the hierarchy rows, classes are dicts of row indices, each privacy model is judg
 from its textbook definition (dissertation §2.4), every metric is computed cell by
 cell from its formula (§2.6 and the suppression-aware variant of §3.6.2), the whole
 lattice is enumerated, and the optimum is chosen by the documented tie-break
-(README "Semantics": lowest loss, then lower total level, then the lexicographically
+(docs/guide/anonymize.md, "What optimal means": lowest loss, then lower total level, then the lexicographically
 smaller level vector). It is deliberately slow: use it on small tables only.
 
 Where the engine's documented definitions differ from the dissertation's formulas
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 SUPPRESSED = "*"
-EPS = 1e-9  # README: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
+EPS = 1e-9  # docs/guide/anonymize.md: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
 METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
            "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
 
@@ -185,7 +185,7 @@ class Reference:
             self.sensitive_tree = Tree(hierarchies[model.t_closeness[2]])
         if model.t_closeness is not None:
             col = self.columns.index(model.t_closeness[2])
-            self.overall = distribution([r[col] for r in self.rows])  # whole input (README)
+            self.overall = distribution([r[col] for r in self.rows])  # whole input (docs/guide/anonymize.md)
 
     # -- lattice ------------------------------------------------------------------
     def nodes(self) -> list[tuple[int, ...]]:

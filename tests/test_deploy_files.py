@@ -1,6 +1,6 @@
 """deploy/: the image, compose file, systemd unit and .dockerignore agree with the CLI and each other.
 
-No container engine can run on the development machines (README, "Container image"), so these
+No container engine can run on the development machines (docs/deployment/containers.md), so these
 checks stand in for building the image: every command the files run parses with the real CLI
 and is the documented one, users and ports line up, keys stay out of the build context, and
 compose-init.sh's keys are readable by the container's uid and nobody else.
@@ -228,14 +228,18 @@ def test_systemd_unit_runs_serve_from_the_venv_as_fedanon() -> None:
     header = (DEPLOY / "fedanon-party.service").read_text()
     for step in ("useradd --system", "python3 -m venv /opt/fedanon/venv", "fedanon party health --config " + CONFIG):
         assert step in header, f"the unit's setup comment lacks {step!r}"
-    readme = (ROOT / "README.md").read_text()
-    assert "useradd --system" in readme and "/opt/fedanon/venv" in readme
+    manual = _deployment_docs()
+    assert "useradd --system" in manual and "/opt/fedanon/venv" in manual
 
 
-def test_readme_commands_for_the_image_parse() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("<!-- section:deploy -->"):readme.index("<!-- /section:deploy -->")]
+def _deployment_docs() -> str:
+    """The manual's deployment pages (docs/deployment/), where the README's deployment text lives."""
+    return "\n".join(p.read_text() for p in sorted((ROOT / "docs" / "deployment").glob("*.md")))
+
+
+def test_manual_commands_for_the_image_parse() -> None:
+    section = _deployment_docs()
     commands = re.findall(r"fedanon (party (?:serve|health|check-config) [^`\n)#]*)", section)
-    assert len(commands) >= 4, "the deploy section shows too few fedanon party commands"
+    assert len(commands) >= 4, "the deployment pages show too few fedanon party commands"
     for command in commands:
         _cli(shlex.split(command.strip()))

@@ -419,7 +419,7 @@ def test_simulation_retries_when_a_chosen_port_is_taken(monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 def test_readme_three_institutions_script(tmp_path: Path) -> None:
-    """The README's by-hand setup, executed: certs, configs, serve, `fedanon run` (check and Protocol B)."""
+    """The manual's by-hand setup (docs/deployment/by-hand.md), executed: certs, configs, serve, `fedanon run` (check and Protocol B)."""
     pytest.importorskip("fedanon.protocols.b.protocol")
     from fedanon.parties.simulation import free_port
 

@@ -1,6 +1,6 @@
 """What the protocol tests share: bundled data, the model matrix, in-memory runs, the equivalence check.
 
-Protocols A, B and C are held to the same central property (DESIGN.md): for every split,
+Protocols A, B and C are held to the same central property (docs/design.md): for every split,
 party count, privacy model and suppression limit, the result recipient's decrypted table
 equals the engine's result on the pooled plaintext -- same transformation, same row
 multiset -- and when the pooled data has no solution every party stops with

@@ -1,4 +1,4 @@
-"""Engine core on the dissertation's 8-row example (DESIGN.md reference facts) and bad input."""
+"""Engine core on the dissertation's 8-row example (docs/design.md, running example) and bad input."""
 
 from __future__ import annotations
 

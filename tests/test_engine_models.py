@@ -1,7 +1,7 @@
 """Privacy models beyond k-anonymity, judged class by class (diversity, closeness, presence).
 
 These tests build ClassStats by hand from the dissertation's 8-row example so
-each model is checked against numbers computed on paper (DESIGN.md reference
+each model is checked against numbers computed on paper (docs/design.md running example
 facts, §2.4, §3.2 counterexamples), independently of the engine's grouping.
 """
 

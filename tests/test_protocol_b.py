@@ -1,6 +1,6 @@
 """Protocol B over the in-memory transport: equivalence with the centralized engine, and errors.
 
-The central property (DESIGN.md): for every split, party count, privacy model and
+The central property (docs/design.md): for every split, party count, privacy model and
 suppression limit, the decrypted result equals what the engine computes on the pooled
 plaintext -- same transformation, same row multiset. When the pooled data has no
 solution, every party must stop with NoSolutionError.

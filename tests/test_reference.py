@@ -2,7 +2,7 @@
 
 Three layers, none of which takes a number from the engine:
 1. the reference (tests/reference.py) reproduces the dissertation's worked examples
-   (Abb. 2.5-2.7, 2.13/2.14, 3.3) and the reference facts of DESIGN.md;
+   (Abb. 2.5-2.7, 2.13/2.14, 3.3) and the facts in docs/design.md (running example);
 2. every metric, with suppression, on two of the dissertation's example nodes is
    computed by hand below (the arithmetic is spelled out next to each value) and
    both the reference and the engine must produce it;
@@ -45,7 +45,7 @@ def ref(**model) -> Reference:
 
 # ------------------------------------------------------------------ 1. the reference itself
 def test_lattice_facts() -> None:
-    """DESIGN.md / Abb. 2.14: 36 nodes, 9 levels; (1,0,3): 3 successors, 2 predecessors, 7 below, 11 above."""
+    """docs/design.md running example / Abb. 2.14: 36 nodes, 9 levels; (1,0,3): 3 successors, 2 predecessors, 7 below, 11 above."""
     nodes = ref().nodes()
     assert len(nodes) == 36 and len({sum(n) for n in nodes}) == 9
     node = (1, 0, 3)
@@ -68,7 +68,7 @@ def test_two_anonymous_relation_of_figure_2_5() -> None:
 
 
 def test_design_optimum_two_anonymity_nonuniform_entropy() -> None:
-    """DESIGN.md (and §3.7's Flash walk-through): 2-anonymity, 0 %, NUEM -> (1,0,3)."""
+    """docs/design.md running example (and §3.7's Flash walk-through): 2-anonymity, 0 %, NUEM -> (1,0,3)."""
     best = ref(k=2, metric="nonuniform-entropy").optimum()
     assert best.levels == (1, 0, 3)
     # NUEM by hand (eq. 3.2): age 20-60 holds 4 rows (4·log2 4 = 8), 61-99 and 1-19 two each (2 + 2);
@@ -77,7 +77,7 @@ def test_design_optimum_two_anonymity_nonuniform_entropy() -> None:
 
 
 def test_design_optimum_recursive_diversity_aecs() -> None:
-    """DESIGN.md: recursive-(4,2), 25 % (2 rows), AECS -> (1,0,3); ties broken towards lower levels."""
+    """docs/design.md running example: recursive-(4,2), 25 % (2 rows), AECS -> (1,0,3); ties broken towards lower levels."""
     r = ref(l_diversity=("recursive", 2, 4, "diagnosis"), suppression=0.25, metric="aecs")
     best = r.optimum()
     assert best.levels == (1, 0, 3) and best.suppressed_rows == {1, 4}  # r2, r5: both pneumonia
@@ -215,7 +215,7 @@ def test_metric_with_suppression_by_hand(node, model, expected, metric) -> None:
 
 
 def test_engine_optimum_reports_hand_computed_loss() -> None:
-    """The full search on DESIGN.md's suppression case reports the hand value AECS = 8 / 4."""
+    """The full search on the suppression case of docs/design.md's running example reports the hand value AECS = 8 / 4."""
     res = anonymize(EncodedTable.from_rows(COLUMNS, ROWS), {a: Hierarchy.from_rows(a, r) for a, r in HIER.items()},
                     engine_config(dict(l_diversity=("recursive", 2, 4, "diagnosis"), suppression=0.25), "aecs"))
     assert res.transformation == {"age": 1, "sex": 0, "zipcode": 3}

@@ -20,7 +20,7 @@ from fedanon.data.io import delimited as csvio
 EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
 QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age", "sex", "zipcode")]
 MODEL = [*QI_FLAGS, "--sensitive", "diagnosis", "--l-diversity", "recursive:4,2", "--suppression", "0.25",
-         "--metric", "aecs"]  # optimum (1,0,3) suppresses 2 rows (DESIGN.md)
+         "--metric", "aecs"]  # optimum (1,0,3) suppresses 2 rows (docs/design.md)
 
 
 def run(tmp_path: Path, *extra: str) -> tuple[int, dict]:

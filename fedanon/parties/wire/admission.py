@@ -1,9 +1,9 @@
 """Admission control of a party daemon: what one allow-listed peer may make it hold.
 
 An allow-listed peer is trusted with a run's data, not with the daemon's memory and
-threads: before issue 11 forty idle `Deliver` streams exhausted the RPC thread pool,
-a stream that announced 4 GiB was buffered until its sender closed it, and messages
-for a prepared-but-never-started run stayed forever. `Admission` bounds
+threads: without bounds, forty idle `Deliver` streams exhaust the RPC thread pool, a
+stream that announces 4 GiB is buffered until its sender closes it, and messages for a
+prepared-but-never-started run stay forever. `Admission` bounds
 
 * open message streams per peer (`limits.max_streams_per_peer`),
 * bytes buffered per run and in total (`limits.max_run_buffer_mib`,

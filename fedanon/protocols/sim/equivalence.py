@@ -1,6 +1,6 @@
 """Does a distributed run equal the centralized anonymization of the pooled data?
 
-This is the correctness criterion of every protocol (DESIGN.md): same transformation,
+This is the correctness criterion of every protocol (docs/design.md): same transformation,
 same column set, same row multiset. Rows are compared as multisets because the
 protocols permute rows on purpose. A run that reports no transformation, lacks a
 column or has an extra one is never equivalent.

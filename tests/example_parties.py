@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-import fedanon
 from fedanon.parties.simulation import SimulatedParty
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 EXAMPLE_QIS = ("age", "sex", "zipcode")
 
 

@@ -11,13 +11,11 @@ protocol registry, so a protocol with a helper gets one here without a special c
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-import fedanon
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.model.privacy.ldiversity import LDiversity
@@ -32,7 +30,7 @@ from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
 from fedanon.protocols.registry import known_protocol
 from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 EX_QIS = ["age", "sex", "zipcode"]
 EX_ATTRS = EX_QIS + ["diagnosis"]
 

@@ -20,7 +20,7 @@ import pytest
 import fedanon
 from fedanon.kit.atomicfile import atomic_binary, write_text_atomic
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 ROOT = Path(fedanon.__file__).resolve().parent.parent
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
        "salary-class"]

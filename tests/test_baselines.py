@@ -13,14 +13,12 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fedanon
 from fedanon.engine.anonymizer import anonymize
 from fedanon.oracle.baselines import (BASELINE_METRICS, horizontal_baseline, recoded_loss, secure_loss,
                                       vertical_baseline)
@@ -32,7 +30,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 EX_QIS = ["age", "sex", "zipcode"]
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 

@@ -8,12 +8,10 @@ roll-ups over pool workers are covered in test_counted_checks.py.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, read_table_csv
 from fedanon.engine.anonymizer import prepare_structure
@@ -23,7 +21,7 @@ from fedanon.protocols.c import class_sums
 from fedanon.protocols.c.class_sums import NodeSums
 from fedanon.protocols.c.pseudotuples import resample_rows
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 QIS = ["sex", "age", "race", "marital-status", "education", "workclass"]
 
 

@@ -22,7 +22,7 @@ from fedanon.parties.pki import certs
 from fedanon.parties.config import DataConfig, PartyConfig, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.config import party_config_dict, run_config_dict
 
-EX = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EX
 
 
 def _one_line_error(capsys, *args: object) -> str:

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.data.io.delimited import read_columns, read_table_csv, write_table_csv
 
-EX = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EX
 QIS = ("age", "sex", "zipcode")
 NAMES = ["Patient1", "Patient2", "Patient3", "Patient4", "Patient5", "Patient6", "Patient7", "Patient8"]
 

@@ -22,14 +22,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize
 from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.model.privacy.tcloseness import TCloseness
 from fedanon.data.io.delimited import read_columns
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 EX = DATA / "example"
 ADULT = DATA / "adult"
 EX_QIS = ["age", "sex", "zipcode"]

@@ -9,12 +9,10 @@ one Paillier case checks packing and roll-up of Paillier sums.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize, read_table_csv
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
@@ -29,7 +27,7 @@ from fedanon.protocols.c.counted_checks import (
 )
 from fedanon.protocols.c.pseudotuples import resample_rows
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 QIS = ["sex", "age", "race", "marital-status", "education"]
 
 

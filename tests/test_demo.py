@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.errors import FedanonError
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age", "sex", "zipcode")]
 
 

@@ -9,18 +9,16 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.model.config import AnonymizationConfig
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.oracle.verify import verify_anonymized
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 EX = DATA / "example"
 ADULT = DATA / "adult"
 EX_QI = ["--qi", f"age={EX / 'example_hierarchy_age.csv'}", "--qi", f"sex={EX / 'example_hierarchy_sex.csv'}",

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, NoSolutionError, anonymize, read_table_csv
 from fedanon.engine.search.lattice import Lattice
 from fedanon.data.table import EncodedTable as _T
 from fedanon.errors import FedanonError, HierarchyError, InputError
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ["age", "sex", "zipcode"]
 
 

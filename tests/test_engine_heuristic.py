@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize
 from fedanon.data.io.delimited import read_table_csv
@@ -27,7 +25,7 @@ from fedanon.engine.search.lattice import Lattice
 from fedanon.oracle.verify import verify_result
 from fedanon.errors import InputError
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 
 

@@ -4,19 +4,17 @@ the same figures from them as from an eagerly built list."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy
 from fedanon.engine.anonymizer import LossFractions, local_statistics, prepare_structure
 from fedanon.data.io.delimited import read_columns
 from fedanon.model.metrics.base import MetricContext
 from fedanon.model.metrics.registry import build_metric
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 QIS = ["sex", "age", "race", "education", "native-country"]
 
 

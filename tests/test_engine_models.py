@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.model.privacy.tcloseness import TClosenessCriterion
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.model.privacy.ldiversity import LDiversity
@@ -26,7 +24,7 @@ from fedanon.model.privacy.ldiversity import LDiversityCriterion
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.model.privacy.presence import DeltaPresenceCriterion
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 
 
 def _example():
@@ -200,7 +198,7 @@ def test_stats_are_additive_so_rollup_preserves_models():
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize  # noqa: E402
 from fedanon.oracle.verify import verify_anonymized, verify_result  # noqa: E402
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 ADULT_ATTRS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
                "occupation", "salary-class"]
 

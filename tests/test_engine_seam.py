@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,7 +31,7 @@ from fedanon.stats.classes import Classes
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.model.metrics.registry import build_metric
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 
 
 def _example():

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
 from fedanon.engine.anonymizer import prepare, search_and_apply
 from fedanon.engine.check.checker import Checker, NodeEvaluation
@@ -14,7 +12,7 @@ from fedanon.engine.search.flash import FlashSearch
 from fedanon.engine.check.grouping import Grouper
 from fedanon.engine.search.lattice import Lattice
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ["age", "sex", "zipcode"]
 
 

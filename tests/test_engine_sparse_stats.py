@@ -9,12 +9,10 @@ optimum as with dense ones.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness
 from fedanon.engine.anonymizer import prepare, search_and_apply
 from fedanon.stats.classhist import SparseHistogram
@@ -26,7 +24,7 @@ from fedanon.model.privacy.ldiversity import LDiversityCriterion
 from fedanon.engine.check.grouping import Grouper
 from test_engine_saturation import assert_same_result
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 
 
 def _sparse(dense: np.ndarray) -> SparseHistogram:

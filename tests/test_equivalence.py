@@ -9,12 +9,10 @@ itself is wrong (an engine bug shared by both sides).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.presence import DeltaPresence
@@ -22,7 +20,7 @@ from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols.sim.equivalence import centralized, differences
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as DATA
 QIS = ["age", "sex", "zipcode"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,8 @@ from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymi
 from fedanon.oracle.verify import verify_anonymized  # noqa: E402
 from fedanon.errors import InputError  # noqa: E402
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
-EX_DIR = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import ADULT_DIR
+from datasets import EXAMPLE_DIR as EX_DIR
 QIS = ["age", "sex", "race", "education"]
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
 from fedanon.oracle.verify import verify_result
 from fedanon.errors import InputError
 from fedanon.data.builders import date_hierarchy, interval_hierarchy, mask_hierarchy, order_hierarchy
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 ADULT = DATA / "adult" / "adult.csv"
 EXAMPLE = DATA / "example" / "example.csv"
 

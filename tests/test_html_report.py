@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import main
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 SHOTS = Path(os.environ.get("FEDANON_SCREENSHOT_DIR", "")) if os.environ.get("FEDANON_SCREENSHOT_DIR") else None
 

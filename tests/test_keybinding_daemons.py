@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import FedanonError
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 
 from example_parties import example_primaries
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as DATA
 QIS = ("age", "sex", "zipcode")
 KEYSWAP = Path(__file__).with_name("keyswap_helper.py")
 

@@ -10,12 +10,10 @@ works as an AES-SIV key, and the sealed key bundles it relays do not open for it
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import snappy
 
-import fedanon
 from fedanon.crypto.deterministic import DeterministicCipher
 from fedanon.crypto.errors import DecryptionError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
@@ -31,7 +29,7 @@ from fedanon.protocols.kit.cellcrypt import cipher_context
 from fedanon.protocols.sim.local_run import run_in_memory
 from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as DATA
 QIS = ["age", "sex", "zipcode"]
 CANARY_AGE = "CANARY-AGE-7f3a9c"
 CANARY_DIAG = "CANARY-DIAGNOSIS-51be02"

@@ -30,7 +30,7 @@ from fedanon.oracle.verify import verify_anonymized
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QI_FLAGS = [f"--qi={c}={EXAMPLE / f'example_hierarchy_{c}.csv'}" for c in ("age", "sex", "zipcode")]
 
 

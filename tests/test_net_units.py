@@ -22,7 +22,7 @@ from fedanon.parties.logs import EventLog
 from fedanon.parties.wire.resultwire import decode_result, encode_result
 from fedanon.protocols.registry import role_function
 
-DATA = Path(__file__).resolve().parent.parent / "fedanon" / "data"
+from datasets import DATA_DIR as DATA
 
 
 def test_certs_cli_creates_ca_and_party_cert_with_sans(tmp_path: Path) -> None:

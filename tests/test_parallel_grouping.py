@@ -12,12 +12,10 @@ merge that drops, duplicates or mis-orders classes fails.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine.check.backends import processes as parallel_grouping
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize
@@ -31,7 +29,7 @@ from fedanon.engine.check.backends.processes import (AUTO_MIN_ROWS, merge_partit
                                               resolve_workers)
 from fedanon.errors import InputError
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "salary-class"]
 
 

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import tomli_w
 
-import fedanon
 from fedanon.cli import main as cli_main
 from fedanon.crypto.commutative import EcCipher
 from fedanon.model.config import AnonymizationConfig
@@ -39,7 +38,7 @@ from fedanon.protocols.sim.equivalence import centralized, differences
 from fedanon.protocols.sim.split import split_horizontal, split_vertical
 from test_leakage import views
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ["age", "sex", "zipcode"]
 CANARY_AGE = "CANARY-AGE-7f3a9c"
 CANARY_DIAG = "CANARY-DIAGNOSIS-51be02"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.crypto.errors import AuthenticationError
 from fedanon.crypto.keyagreement import KeyAgreementIdentity
 from fedanon.model.config import AnonymizationConfig
@@ -27,7 +26,7 @@ from fedanon.protocols.sim.equivalence import centralized, differences
 from fedanon.protocols.sim.local_run import run_in_memory
 from fedanon.protocols.sim.split import split_horizontal
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as DATA
 QIS = ["age", "sex", "zipcode"]
 NAMES = ["p1", "p2", "p3", "helper"]
 

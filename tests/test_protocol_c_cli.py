@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-import fedanon
 from fedanon.cli import main
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.parties.config import run_config_dict
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ("age", "sex", "zipcode")
 QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in QIS]
 

@@ -8,12 +8,10 @@ including the TLS binding of the counter key and the column-key bundles.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.cli.simulate import simulate_table
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.presence import DeltaPresence
@@ -23,7 +21,7 @@ from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.protocols.sim.equivalence import centralized, differences
 
-DATA = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as DATA
 QIS = ["sex", "age", "race", "marital-status"]
 COLUMNS = QIS + ["salary-class"]
 

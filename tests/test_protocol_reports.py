@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import tomli_w
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig, read_table_csv
 from fedanon.parties.config import run_config_dict
@@ -22,7 +20,7 @@ from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 
 from risk_reference import assert_matches, generalize_and_suppress, reference_risk
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR
 QIS = ["age", "sex", "race", "education"]
 HIER = {q: ADULT_DIR / f"adult_hierarchy_{q}.csv" for q in QIS}
 QI_FLAGS = [a for q in QIS for a in ("--qi", f"{q}={HIER[q]}")]

@@ -17,12 +17,10 @@ zipcodes 82667 81775 81925 81931 81951 82451 82931 82004, diagnoses p p g p p g 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, anonymize
 from fedanon.engine.anonymizer import prepare
 from fedanon.model.privacy.presence import DeltaPresence
@@ -33,7 +31,7 @@ from fedanon.data.table import EncodedTable
 from reference import METRICS, Model, Reference, Tree, distribution, emd_equal, emd_hierarchical, l_diverse, \
     read_hierarchy, read_table
 
-DATA = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as DATA
 QIS = ["age", "sex", "zipcode"]
 COLUMNS, ROWS = read_table(DATA / "example.csv")
 HIER = {a: read_hierarchy(DATA / f"example_hierarchy_{a}.csv") for a in QIS + ["diagnosis"]}

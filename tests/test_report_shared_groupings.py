@@ -9,19 +9,17 @@ prepare); both are the code paths the report used before the sharing.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, LDiversity, anonymize, read_table_csv
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.report import analysis
 from fedanon.report.risk import table_risk
 from fedanon.report.utility import metric_scores
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR
 QIS = ["age", "sex", "race", "marital-status", "education", "workclass"]
 
 CONFIGS = {

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
 from fedanon.report import analyze
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR
 QIS = ["age", "sex", "race", "marital-status", "education"]
 
 

@@ -23,7 +23,7 @@ from fedanon.oracle.verify import verify_anonymized
 
 from risk_reference import assert_matches, reference_risk
 
-ADULT_DIR = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR
 ADULT = ADULT_DIR / "adult.csv"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 HIER = {q: ADULT_DIR / f"adult_hierarchy_{q}.csv" for q in QIS + ["salary-class"]}

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import tomli_w
 
-import fedanon
 from fedanon.cli import main
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.config import run_config_dict
@@ -17,7 +15,7 @@ from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 
 from example_parties import example_primaries
 
-EX = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EX
 QIS = ("age", "sex", "zipcode")
 
 

@@ -20,7 +20,7 @@ from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig, anonymize
 from fedanon.model.metrics.registry import metric_names, metric_type
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ("age", "sex", "zipcode")
 
 

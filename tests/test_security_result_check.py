@@ -11,12 +11,10 @@ other parties hear of it names no value.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import fedanon
 import fedanon.protocols.b.protocol as protocol_b
 import fedanon.protocols.c.protocol as protocol_c
 from fedanon.model.config import AnonymizationConfig
@@ -27,7 +25,7 @@ from fedanon.protocols.kit.api import RunSettings
 from fedanon.protocols.sim.local_run import run_in_memory
 from fedanon.protocols.sim.split import split_horizontal
 
-DATA = Path(fedanon.__file__).parent / "data"
+from datasets import DATA_DIR as DATA
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import fedanon
 
-ADULT = Path(fedanon.__file__).parent / "data" / "adult"
+from datasets import ADULT_DIR as ADULT
 ROOT = Path(fedanon.__file__).resolve().parent.parent
 
 

@@ -7,11 +7,9 @@ to re-check every engine and CLI output elsewhere.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.model.privacy.ldiversity import LDiversity
@@ -20,7 +18,7 @@ from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.oracle.verify import verify_anonymized
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QIS = ["age", "sex", "zipcode"]
 
 

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import fedanon
 from fedanon.cli import anonymize as anonymize_cli
 from fedanon.cli import main
 from fedanon.data.io import delimited as csvio
 
-EXAMPLE = Path(fedanon.__file__).parent / "data" / "example"
+from datasets import EXAMPLE_DIR as EXAMPLE
 QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age", "sex", "zipcode")]
 MODEL = [*QI_FLAGS, "--sensitive", "diagnosis", "--l-diversity", "recursive:4,2", "--suppression", "0.25",
          "--metric", "aecs"]  # optimum (1,0,3) suppresses 2 rows (docs/design.md)

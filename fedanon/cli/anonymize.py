@@ -21,7 +21,8 @@ import numpy as np
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
-from fedanon.data.io.delimited import ColumnarTable, same_file, write_columns
+from fedanon.data.io.columnar import ColumnarTable
+from fedanon.data.io.delimited import same_file, write_columns
 from fedanon.data.io.registry import read_table
 from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
@@ -119,9 +120,9 @@ def check_values_in_hierarchies(table: ColumnarTable, hierarchies: dict[str, Any
         return
     missing_rows.sort()
     shown = missing_rows[:MAX_LISTED]
-    lines = table.line_numbers([r for r, _a, _v in shown])
+    places = table.where([r for r, _a, _v in shown])
     sources = {a: h.source for a, h in hierarchies.items()}
-    parts = [f"line {ln}: {attr} {value[:200]!r}" for ln, (_r, attr, value) in zip(lines, shown)]
+    parts = [f"{place}: {attr} {value[:200]!r}" for place, (_r, attr, value) in zip(places, shown)]
     more = f"; and {total - len(shown)} more" if total > len(shown) else ""
     where = ", ".join(sorted({f"{a} -> {sources[a]}" for _r, a, _v in missing_rows}))
     raise InputError(f"{table.source}: {total} value(s) missing from their hierarchies ({where}): "
@@ -157,9 +158,9 @@ def match_subset(table: ColumnarTable, subset_path: Path) -> np.ndarray:
     absent = (mapped < 0).any(axis=1) | (_rank_in_group(g_sub) >= have[g_sub])
     if absent.any():
         row = int(np.flatnonzero(absent)[0])
-        line = subset.line_numbers([row])[0]
+        place = subset.where([row])[0]
         text = table.delimiter.join(subset.dictionaries[c][int(subset.codes[c][row])] for c in range(len(table.columns)))
-        raise InputError(f"{subset_path}, line {line}: row {text[:200]!r} does not occur in {table.source} "
+        raise InputError(f"{subset_path}, {place}: row {text[:200]!r} does not occur in {table.source} "
                          f"(or occurs there fewer times than in the subset)")
     mask = _rank_in_group(g_in) < need[g_in]  # the first `need` occurrences of each row
     return mask

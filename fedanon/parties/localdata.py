@@ -53,7 +53,7 @@ def load_party_data(data: DataConfig) -> tuple[LocalData, list[str]]:
         for code, value in enumerate(dictionary):
             if value not in _TRUE and value not in _FALSE:
                 row = int(np.flatnonzero(table.codes[col] == code)[0])
-                raise InputError(f"{data.csv}, line {table.line_numbers([row])[0]}: subset column "
+                raise InputError(f"{data.csv}, {table.where([row])[0]}: subset column "
                                  f"{data.subset_column!r} must be 0 or 1, got {table.dictionaries[col][code][:200]!r}")
         subset = np.array([v in _TRUE for v in dictionary], dtype=bool)[table.codes[col]]
 

@@ -21,7 +21,6 @@ import codecs
 import csv
 import mmap
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -29,11 +28,11 @@ import numpy as np
 
 from fedanon.kit.atomicfile import atomic_binary
 from fedanon.kit.cores import available_cores
+from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, narrow_codes,
+                                       numpy_integers)
 from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError
 
-DEFAULT_DELIMITER = ";"
-DEFAULT_ENCODING = "utf-8"
 WRITE_BATCH_ROWS = 1 << 16
 WRITE_THREADS_MAX = 8  # formatting threads (pyarrow formats without the GIL): one per core, 2..8
 WRITE_AHEAD_PER_THREAD = 2  # batches formatted ahead of the file at most (~5 MB each at 65,536 rows)
@@ -119,33 +118,9 @@ def read_delimited(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
     return list(_records(Path(path), delimiter, encoding))
 
 
-# --------------------------------------------------------------------------- columnar tables
-@dataclass
-class ColumnarTable:
-    """A CSV table as per-column integer codes plus per-column dictionaries of distinct values.
-
-    `codes[c][r]` is the index of row r's value in `dictionaries[c]`; codes use the
-    narrowest unsigned integer type that fits, and are assigned in order of first
-    appearance. Row r is data row r (0-based) of `source`.
-    """
-
-    source: Path
-    columns: list[str]
-    codes: list[np.ndarray]
-    dictionaries: list[list[str]]
-    delimiter: str = DEFAULT_DELIMITER
-    encoding: str = DEFAULT_ENCODING
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.codes[0].shape[0]) if self.codes else 0
-
-    def index(self, name: str) -> int:
-        try:
-            return self.columns.index(name)
-        except ValueError:
-            raise InputError(f"{self.source}, line 1: unknown column {name!r}; the table has columns: "
-                             f"{', '.join(self.columns)}") from None
+# --------------------------------------------------------------------------- delimited tables
+class DelimitedTable(ColumnarTable):
+    """A `ColumnarTable` read from a delimited text file: errors name the physical line."""
 
     def line_numbers(self, rows: Sequence[int]) -> list[int]:
         """Physical line of each data row (error path only: re-scans the file)."""
@@ -164,36 +139,8 @@ class ColumnarTable:
                         break
         return [found.get(int(r), int(r) + 2) for r in rows]
 
-    def select(self, names: Sequence[str]) -> "ColumnarTable":
-        idx = [self.index(n) for n in names]
-        return ColumnarTable(self.source, list(names), [self.codes[i] for i in idx],
-                             [self.dictionaries[i] for i in idx], self.delimiter, self.encoding)
-
-    def encoded(self):  # type: ignore[no-untyped-def]
-        """The engine's `EncodedTable` (int32 code matrix, UTF-8 byte dictionaries).
-
-        The matrix is column-major: every column is contiguous, so the engine's grouper
-        and the writer use its columns as they are instead of copying each one.
-        """
-        from fedanon.data.table import EncodedTable
-
-        matrix = np.empty((self.n_rows, len(self.columns)), dtype=np.int32, order="F")
-        for c, codes in enumerate(self.codes):
-            matrix[:, c] = codes
-        return EncodedTable(list(self.columns), matrix,
-                            [[v.encode("utf-8") for v in d] for d in self.dictionaries])
-
-    def rows(self) -> list[list[str]]:
-        """Row-wise strings, for the few callers that need rows (protocol shares, verifier)."""
-        columns = [np.asarray(d, dtype=object)[codes] if d else np.empty(len(codes), dtype=object)
-                   for codes, d in zip(self.codes, self.dictionaries)]
-        return [list(row) for row in zip(*columns)] if columns else []
-
-
-def narrow_codes(codes: np.ndarray, size: int) -> np.ndarray:
-    """The codes in the narrowest unsigned integer type that holds `size` distinct values."""
-    dtype = np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else np.uint32
-    return codes.astype(dtype, copy=False)
+    def where(self, rows: Sequence[int]) -> list[str]:
+        return [f"line {n}" for n in self.line_numbers(rows)]
 
 
 def _header(path: Path, delimiter: str, encoding: str) -> tuple[int, list[str]]:
@@ -304,7 +251,7 @@ def read_columns(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
     # the parser's buffers are free now; hand them back to the OS instead of keeping them in
     # pyarrow's pool for the rest of the run (~300 MB at 4.8 M rows, all of it at the peak)
     pa.default_memory_pool().release_unused()
-    return ColumnarTable(path, header, codes, dictionaries, delimiter, encoding)
+    return DelimitedTable(path, header, codes, dictionaries, delimiter, encoding)
 
 
 def read_table_csv(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
@@ -324,14 +271,6 @@ def arrow_integers(values: np.ndarray):  # type: ignore[no-untyped-def]
 
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
-
-
-def numpy_integers(array) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The values of a pyarrow integer array without nulls as a NumPy array (a view)."""
-    if array.null_count:
-        raise ValueError("integer array with nulls")  # pragma: no cover - codes never have nulls
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
 def arrow_strings(values: Sequence[str]):  # type: ignore[no-untyped-def]

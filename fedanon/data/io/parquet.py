@@ -8,20 +8,11 @@ has no lines, so errors name the data row (1-based) instead.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
-
 import numpy as np
 
-from fedanon.data.io.delimited import ColumnarTable, narrow_codes, numpy_integers
+from fedanon.data.io.columnar import ColumnarTable, narrow_codes, numpy_integers
 from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError
-
-
-class ParquetTable(ColumnarTable):
-    """A `ColumnarTable` whose rows are numbered, not lined."""
-
-    def line_numbers(self, rows: Sequence[int]) -> list[int]:
-        return [int(r) + 1 for r in rows]
 
 
 @register_reader("parquet", (".parquet", ".parq", ".pq"))
@@ -52,4 +43,4 @@ def read_parquet(path: Path, delimiter: str = ";", encoding: str = "utf-8") -> C
         values = encoded.dictionary.to_pylist()
         codes.append(narrow_codes(numpy_integers(encoded.indices), len(values)))
         dictionaries.append(values)
-    return ParquetTable(path, columns, codes, dictionaries, delimiter, encoding)
+    return ColumnarTable(path, columns, codes, dictionaries, delimiter, encoding)  # rows named "row N"

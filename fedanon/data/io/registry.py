@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from fedanon.errors import InputError
 
 if TYPE_CHECKING:
-    from fedanon.data.io.delimited import ColumnarTable
+    from fedanon.data.io.columnar import ColumnarTable
 
 IO_PACKAGE = "fedanon.data.io"
 DEFAULT_FORMAT = "csv"

@@ -31,6 +31,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Sequence
 
+from fedanon.data.io.delimited import read_table_csv
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.registry import ClassView
 
@@ -353,8 +354,6 @@ def verify_output_file(
     are taken from `unwritten_rows` (the output in memory, aligned with the input).
     The file may omit input columns (columns that are never released), never add any.
     """
-    from fedanon.data.io.delimited import read_table_csv  # reading files is I/O, not the engine's search path
-
     header, file_rows = read_table_csv(path, delimiter, encoding)
     unknown = [c for c in header if c not in raw_columns]
     if unknown or len(set(header)) != len(header):

@@ -24,6 +24,7 @@ from fedanon.engine.parallel_grouping import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, re
 from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
 from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
+from fedanon.optional import require_matplotlib
 
 SUPPRESSED = "*"
 
@@ -309,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
+    if args.html is not None:
+        require_matplotlib()  # before any work, not after the anonymization
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 

@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
         name = args.column or "values"
     hierarchy = build_for_values(args.kind, name, values, **_options(args))
     if args.output is None:
-        for row in hierarchy.rows:
-            sys.stdout.write(args.delimiter.join(v.decode("utf-8") for v in row) + "\n")
+        sys.stdout.write(hierarchy.csv_text(args.delimiter))
         return 0
     try:
         hierarchy.write_csv(args.output, args.delimiter)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import mmap
 import os
 from dataclasses import dataclass
@@ -116,6 +117,18 @@ def read_delimited(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
                    encoding: str = DEFAULT_ENCODING) -> list[tuple[int, list[str]]]:
     """Non-blank records split per RFC 4180, with the 1-based line each starts on."""
     return list(_records(Path(path), delimiter, encoding))
+
+
+def format_delimited(rows: Iterable[Sequence[str]], delimiter: str = DEFAULT_DELIMITER) -> str:
+    """Records as RFC 4180 text that `read_delimited` reads back cell for cell.
+
+    Why the csv writer: a generated cell may hold the delimiter (an interval label
+    `[4, 5[` in a comma-separated hierarchy); it is quoted only then.
+    """
+    buf = io.StringIO()
+    csv.writer(buf, delimiter=delimiter, quotechar='"', doublequote=True, lineterminator="\n",
+               quoting=csv.QUOTE_MINIMAL).writerows(rows)
+    return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- columnar tables

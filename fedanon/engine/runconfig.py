@@ -80,9 +80,9 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
                        help="read the run from a TOML file; flags given on the command line override it")
     g.add_argument("--qi", action="append", metavar="NAME=HIERARCHY.csv", default=None,
                    help="quasi-identifier and its ARX-format hierarchy (repeat; order = tie-break order)")
-    g.add_argument("--sensitive", metavar="NAME[=HIERARCHY.csv]", default=None,
+    g.add_argument("--sensitive", action="append", metavar="NAME[=HIERARCHY.csv]", default=None,
                    help="sensitive attribute for l-diversity / t-closeness "
-                        "(the hierarchy is needed for hierarchical t-closeness)")
+                        "(the hierarchy is needed for hierarchical t-closeness); one per run")
     g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
     g.add_argument("--l-diversity", default=None, metavar="distinct:L|entropy:L|recursive:C,L",
                    help="l-diversity of the sensitive attribute")
@@ -295,7 +295,7 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     if getattr(args, "qi", None):
         settings["qi"] = [parse_qi(t) for t in args.qi]
     if getattr(args, "sensitive", None):
-        settings["sensitive"] = parse_sensitive(args.sensitive)
+        settings["sensitive"] = parse_sensitive(_one_sensitive(args.sensitive))
     if getattr(args, "insensitive", None):
         settings["insensitive"] = list(args.insensitive)
     for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
@@ -313,6 +313,20 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     if getattr(args, "drop_suppressed", False):
         settings["drop_suppressed"] = True
     return settings
+
+
+def _one_sensitive(given: str | list[str]) -> str:
+    """The single --sensitive value; a second one is refused rather than silently replacing the first.
+
+    Why refuse: the replaced attribute would get no role and be dropped as identifying
+    without a word. (Several sensitive attributes, each with its own model, need
+    per-attribute models; until then one per run.)
+    """
+    texts = [given] if isinstance(given, str) else list(given)
+    if len(texts) > 1:
+        raise InputError(f"--sensitive given {len(texts)} times ({', '.join(repr(t) for t in texts)}): "
+                         f"one sensitive attribute per run is supported")
+    return texts[0]
 
 
 def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:

@@ -38,3 +38,53 @@ def test_one_sensitive_still_works(tmp_path, capsys) -> None:
     assert main(["anonymize", str(EX / "example.csv"), "--qi", f"age={EX / 'example_hierarchy_age.csv'}",
                  "--sensitive", "diagnosis", "--l-diversity", "distinct:2", "-o", str(out), "-q"]) == 0
     assert out.read_text().splitlines()[0] == "age;diagnosis"
+
+
+# ----------------------------------------------------------------------------- --encoding, --hierarchy-delimiter
+def _latin1_table(tmp_path: Path) -> Path:
+    """The example table, comma-separated, in latin-1 with a non-ASCII city per row."""
+    lines = (EX / "example.csv").read_text().splitlines()
+    cities = ["Zürich", "Genève", "Köln"]
+    out = [lines[0].replace(";", ",") + ",city"]
+    out += [line.replace(";", ",") + "," + cities[i % 3] for i, line in enumerate(lines[1:])]
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(("\n".join(out) + "\n").encode("latin-1"))
+    return path
+
+
+def test_risk_reads_another_encoding_and_hierarchy_delimiter(tmp_path, capsys) -> None:
+    table = _latin1_table(tmp_path)
+    report = tmp_path / "risk.json"
+    # the table is comma-separated; the shipped hierarchies are ;-separated
+    code = main(["risk", str(table), "--delimiter", ",", "--encoding", "latin-1", "--hierarchy-delimiter", ";",
+                 "--qi", f"age={EX / 'example_hierarchy_age.csv'},city",
+                 "--sensitive", f"diagnosis={EX / 'example_hierarchy_diagnosis.csv'}",
+                 "--json", str(report), "-q"])
+    assert code == 0, capsys.readouterr().err
+    import json
+
+    doc = json.loads(report.read_text())
+    assert doc["quasi_identifiers"] == ["age", "city"]
+    assert "t_hierarchical" in doc["satisfies"]["sensitive"]["diagnosis"]
+
+
+def test_risk_without_encoding_still_names_the_option(tmp_path, capsys) -> None:
+    line = _one_line_error(capsys, "risk", _latin1_table(tmp_path), "--delimiter", ",", "--qi", "age,city")
+    assert "--encoding" in line
+
+
+def test_hierarchy_reads_another_encoding_and_writes_it(tmp_path, capsys) -> None:
+    table = _latin1_table(tmp_path)
+    hier = tmp_path / "city.csv"
+    assert main(["hierarchy", "order", "--from", str(table), "--column", "city", "--delimiter", ",",
+                 "--encoding", "latin-1", "-o", str(hier)]) == 0, capsys.readouterr().err
+    assert "Zürich".encode("latin-1") in hier.read_bytes()
+    out = tmp_path / "out.csv"
+    code = main(["anonymize", str(table), "--delimiter", ",", "--encoding", "latin-1",
+                 "--qi", f"city={hier}", "--k", "2", "-o", str(out), "-q"])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_unknown_encoding_is_one_line(tmp_path, capsys) -> None:
+    line = _one_line_error(capsys, "hierarchy", "order", "--values", "a,b", "--encoding", "klingon")
+    assert "klingon" in line

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedanon.atomicfile import atomic_binary
+from fedanon.engine.csvio import check_encoding, parse_delimiter
 from fedanon.errors import InputError
 
 
@@ -63,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         src.add_argument("--values", metavar="LIST", default=None,
                          help="values instead of --from: a,b,c or LO..HI (integers)")
         src.add_argument("--delimiter", default=";", metavar="CHAR", help="delimiter of INPUT.csv and output (';')")
+        src.add_argument("--encoding", default="utf-8", metavar="NAME",
+                         help="text encoding of INPUT.csv and of the written hierarchy (default utf-8), so that "
+                              "`fedanon anonymize --encoding NAME` reads both alike")
         k.add_argument("--output", "-o", metavar="HIERARCHY.csv", default=None,
                        help="where to write (default: standard output)")
         if kind == "interval":
@@ -105,7 +110,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if args.order:
             path = Path(args.order)
             if "," not in args.order and path.is_file():
-                opts["order"] = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+                opts["order"] = [line.strip() for line in path.read_text(encoding=args.encoding).splitlines() if line.strip()]
             else:
                 opts["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
     elif kind == "mask":
@@ -118,12 +123,14 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from fedanon.hierarchies import build_for_values, column_values
 
+    args.delimiter = parse_delimiter(args.delimiter)
+    args.encoding = check_encoding(args.encoding)
     if (args.source is None) == (args.values is None):
         raise InputError("give the values either with --from INPUT.csv --column NAME or with --values")
     if args.source is not None:
         if not args.column:
             raise InputError("--from needs --column NAME")
-        values = column_values(args.source, args.column, args.delimiter)
+        values = column_values(args.source, args.column, args.delimiter, args.encoding)
         name = args.column
     else:
         values = parse_values(args.values)
@@ -133,7 +140,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(hierarchy.csv_text(args.delimiter))
         return 0
     try:
-        hierarchy.write_csv(args.output, args.delimiter)
+        data = hierarchy.csv_text(args.delimiter).encode(args.encoding)
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{args.output}: value {exc.object[exc.start:exc.end]!r} cannot be written as "
+                         f"{args.encoding}; choose another --encoding (e.g. utf-8)") from None
+    try:
+        with atomic_binary(args.output) as fh:  # whole or not at all
+            fh.write(data)
     except OSError as exc:
         raise InputError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
     print(f"fedanon hierarchy: wrote {args.output} ({len(hierarchy.rows)} values, {hierarchy.height} levels "

@@ -21,7 +21,7 @@ import numpy as np
 from fedanon.atomicfile import write_text_atomic
 from fedanon.engine.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.parallel_grouping import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
-from fedanon.engine.csvio import ColumnarTable, read_columns, same_file, write_columns
+from fedanon.engine.csvio import ColumnarTable, delimiter_hint, read_columns, same_file, write_columns
 from fedanon.engine.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 from fedanon.optional import require_matplotlib
@@ -93,7 +93,8 @@ def column_roles(table: ColumnarTable, spec: RunSpec) -> tuple[list[str], list[s
 def _check_columns(table: ColumnarTable, name: str, what: str) -> None:
     if name not in table.columns:
         raise InputError(f"{table.source}, line 1: unknown column {name!r} ({what}); "
-                         f"the table has columns: {', '.join(table.columns)}")
+                         f"the table has columns: {', '.join(table.columns)}"
+                         f"{delimiter_hint(table.columns, table.delimiter)}")
 
 
 def check_values_in_hierarchies(table: ColumnarTable, hierarchies: dict[str, Any]) -> None:

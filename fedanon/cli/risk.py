@@ -112,7 +112,7 @@ def reported_suppressed_rows(path: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.engine.csvio import check_encoding, parse_delimiter, read_table_csv
+    from fedanon.engine.csvio import check_encoding, delimiter_hint, parse_delimiter, read_table_csv
     from fedanon.engine.hierarchy import Hierarchy
     from fedanon.engine.table import EncodedTable
     from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     for name in qis + sensitive:
         if name not in header:
             raise InputError(f"{args.input}, line 1: unknown column {name!r}; the table has columns: "
-                             f"{', '.join(header)}")
+                             f"{', '.join(header)}{delimiter_hint(header, delimiter)}")
     qi_hierarchies = {}
     for text in args.qi:
         for part in text.split(","):

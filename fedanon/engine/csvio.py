@@ -80,8 +80,54 @@ def _open_text(path: Path, encoding: str):  # type: ignore[no-untyped-def]
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
 
 
+# Leading bytes of file formats users hand over instead of delimited text. Why: such a file
+# fails to decode somewhere in its middle, and "try --encoding latin-1" would send the user
+# the wrong way (latin-1 decodes any byte, so the file would then be read as garbage).
+BINARY_FORMATS: tuple[tuple[bytes, str], ...] = (
+    (b"PAR1", "a Parquet file"),
+    (b"PK\x03\x04", "a ZIP archive (an .xlsx or .ods workbook is one)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Office document (e.g. an .xls workbook)"),
+    (b"\x1f\x8b", "gzip-compressed"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+
+
+def binary_format(path: Path) -> str | None:
+    """What known non-text format `path` starts with, if any (None also when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None  # the text reader reports it
+    return next((kind for magic, kind in BINARY_FORMATS if head.startswith(magic)), None)
+
+
+def refuse_binary(path: Path) -> None:
+    """InputError when `path` is a known binary format rather than delimited text."""
+    kind = binary_format(path)
+    if kind is not None:
+        raise InputError(f"{path}: is {kind}, not delimited text; fedanon reads CSV: "
+                         f"save the table as CSV (UTF-8) first")
+
+
+def delimiter_hint(columns: Sequence[str], delimiter: str) -> str:
+    """'; ... try --delimiter X' when a one-column header holds another common delimiter, else ''.
+
+    Why: a comma-separated file read with the default ';' has a single column named
+    `age,sex,...`, and "unknown column 'age'" alone does not say why.
+    """
+    if len(columns) != 1:
+        return ""
+    for candidate in (",", ";", "\t", "|"):
+        if candidate != delimiter and candidate in columns[0]:
+            shown = "'\\t'" if candidate == "\t" else candidate
+            return f"; the header is a single column holding {candidate!r}: try --delimiter {shown}"
+    return ""
+
+
 def _records(path: Path, delimiter: str, encoding: str) -> Iterator[tuple[int, list[str]]]:
     """(first physical line, cells) per non-blank CSV record, RFC 4180 quoting."""
+    refuse_binary(path)
     fh = _open_text(path, encoding)
     with fh:
         reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=True)
@@ -157,7 +203,7 @@ class ColumnarTable:
             return self.columns.index(name)
         except ValueError:
             raise InputError(f"{self.source}, line 1: unknown column {name!r}; the table has columns: "
-                             f"{', '.join(self.columns)}") from None
+                             f"{', '.join(self.columns)}{delimiter_hint(self.columns, self.delimiter)}") from None
 
     def line_numbers(self, rows: Sequence[int]) -> list[int]:
         """Physical line of each data row (error path only: re-scans the file)."""

@@ -25,6 +25,7 @@ from fedanon.engine.config import (
     TCloseness,
 )
 from fedanon.errors import InputError, clip
+from fedanon.suggest import check_known_keys
 from fedanon.tomlfile import load_toml_file
 
 DEFAULT_METRIC = "nonuniform-entropy"
@@ -209,10 +210,8 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
     the same run file; `fedanon anonymize` rejects unknown keys to catch typos.
     """
     base = source.parent
-    unknown = sorted(set(doc) - _TOML_KEYS)
-    if unknown and strict:
-        raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
-                         f"allowed: {', '.join(sorted(_TOML_KEYS))}")
+    if strict:
+        check_known_keys(source, "", doc, _TOML_KEYS, "setting")
     out: dict[str, Any] = {}
     for key, value in doc.items():
         _check_toml_type(source, key, value)

@@ -10,11 +10,13 @@ its certificates/data can be moved together. Every error names the file and key.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
 from fedanon.errors import InputError, clip
+from fedanon.suggest import check_known_keys
 from fedanon.tomlfile import load_toml_file
 from fedanon.parties.certs import check_party_name
 
@@ -340,9 +342,41 @@ def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- run config
 
+RUN_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("run", "coordinator", "parties", "privacy", "options", "limits"),
+    "run": ("protocol", "distribution", "result_recipient", "output", "report", "run_id"),
+    "coordinator": ("name", "cert", "key", "ca", "revoked"),
+}
+# [privacy] is an AnonymizationConfig; its model tables are its models' fields
+PRIVACY_KEYS: dict[str, tuple[str, ...]] = {
+    "privacy": tuple(f.name for f in fields(AnonymizationConfig)),
+    "privacy.l_diversity": tuple(f.name for f in fields(LDiversity)),
+    "privacy.t_closeness": tuple(f.name for f in fields(TCloseness)),
+    "privacy.delta_presence": tuple(f.name for f in fields(DeltaPresence)),
+}
+
+
+def _check_run_keys(path: Path, doc: dict[str, Any]) -> None:
+    """Every key of a run config known (a misspelled `ouput` or `supression` is not silently ignored)."""
+    for table, known in RUN_CONFIG_KEYS.items():
+        section = doc if not table else doc.get(table)
+        if isinstance(section, dict):
+            check_known_keys(path, table, section, known)
+    for name, entry in (doc.get("parties") or {}).items() if isinstance(doc.get("parties"), dict) else ():
+        if isinstance(entry, dict):
+            check_known_keys(path, f"parties.{name}", entry, ("address", "role"))
+    privacy = doc.get("privacy")
+    if isinstance(privacy, dict):
+        for table, known in PRIVACY_KEYS.items():
+            section = privacy if table == "privacy" else privacy.get(table.partition(".")[2])
+            if isinstance(section, dict):
+                check_known_keys(path, table, section, known)
+
+
 def load_run_config(path: Path) -> RunConfig:
     path = Path(path).resolve()
     root = _Section(_load_toml(path), path, "")
+    _check_run_keys(path, root.data)
     run = root.table("run")
     coord = root.table("coordinator")
     parties_section = root.table("parties")

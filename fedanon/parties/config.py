@@ -242,9 +242,26 @@ def _limits(section: _Section | None) -> Limits:
 
 # ----------------------------------------------------------------------------- party config
 
+PARTY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("party", "tls", "peers", "data", "limits"),
+    "party": ("name", "listen", "coordinators"),
+    "tls": ("cert", "key", "ca", "revoked"),
+    "data": tuple(f.name for f in fields(DataConfig)),
+}  # [peers], [data.quasi_identifiers] and [data.sensitive] are keyed by party and column names
+
+
+def _check_party_keys(path: Path, doc: dict[str, Any]) -> None:
+    """Every key of a party config known: a misspelled `insensitve` must not silently drop a column."""
+    for table, known in PARTY_CONFIG_KEYS.items():
+        section = doc if not table else doc.get(table)
+        if isinstance(section, dict):
+            check_known_keys(path, table, section, known)
+
+
 def load_party_config(path: Path) -> PartyConfig:
     path = Path(path).resolve()
     root = _Section(_load_toml(path), path, "")
+    _check_party_keys(path, root.data)
     party = root.table("party")
     name = check_party_name(party.get("name", str))
     listen = check_address(path, "party.listen", party.get("listen", str))

@@ -88,3 +88,49 @@ def test_hierarchy_reads_another_encoding_and_writes_it(tmp_path, capsys) -> Non
 def test_unknown_encoding_is_one_line(tmp_path, capsys) -> None:
     line = _one_line_error(capsys, "hierarchy", "order", "--values", "a,b", "--encoding", "klingon")
     assert "klingon" in line
+
+
+# ----------------------------------------------------------------------------- fedanon --version, run -o, LICENSE
+ROOT = Path(fedanon.__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_version_prints_the_package_version() -> None:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fedanon", "--version"], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"fedanon {_pyproject()['project']['version']}"
+
+
+def test_license_file_matches_pyproject() -> None:
+    assert _pyproject()["project"]["license"] == {"text": "Apache-2.0"}
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 150  # the full text, not a stub
+
+
+def test_run_short_output_option(tmp_path, capsys) -> None:
+    import tomli_w
+
+    from fedanon.parties.config import run_config_dict
+    from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
+
+    parties = [SimulatedParty("p1", "primary"), SimulatedParty("p2", "helper")]
+    with SimulatedNetwork(parties) as net:  # real daemons, gRPC over mutual TLS on loopback
+        cfg = net.run_config("check")
+        cfg.output = cfg.report = None
+        run_toml = tmp_path / "run.toml"
+        run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+        out = tmp_path / "rtt.csv"
+        assert main(["run", "--config", str(run_toml), "--no-progress", "-o", str(out)]) == 0, capsys.readouterr().err
+    lines = out.read_text().splitlines()
+    assert lines[0] == "party;peer;rtt_ms" and [line.split(";")[:2] for line in lines[1:]] == [["p1", "p2"]]

@@ -11,7 +11,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="start a run on running party daemons (coordinator)")
     parser.add_argument("--config", required=True, type=Path, help="run config (TOML)")
     parser.add_argument("--protocol", help="override run.protocol (e.g. check, B)")
-    parser.add_argument("--output", type=Path, help="override run.output (result CSV)")
+    parser.add_argument("--output", "-o", type=Path, help="override run.output (result CSV)")
     parser.add_argument("--report", type=Path,
                         help="override run.report (JSON report); with --protocol check, where to write "
                              "the round-trip table (a check run never writes run.output/run.report)")

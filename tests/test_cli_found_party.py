@@ -15,10 +15,14 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from example_parties import example_primaries
+
 import fedanon
 from fedanon.cli import main
+from fedanon.engine.config import AnonymizationConfig
 from fedanon.parties import certs
-from fedanon.parties.config import DataConfig, PartyConfig, TlsFiles, party_config_dict
+from fedanon.parties.config import DataConfig, PartyConfig, TlsFiles, party_config_dict, run_config_dict
+from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 
 EX = Path(fedanon.__file__).parent / "data" / "example"
 ROOT = Path(fedanon.__file__).resolve().parent.parent
@@ -130,3 +134,23 @@ def test_serve_refuses_to_start_without_its_data_file(tmp_path, pki, missing) ->
     config = _write(tmp_path / "clinic-a.toml", doc)
     line = _serve_error(config, tmp_path / "ready")
     assert str(gone) in line and "not found" in line
+
+
+# ----------------------------------------------------------------------------- a data file gone after start
+def test_data_file_gone_after_start_stays_local(tmp_path, capsys) -> None:
+    """The path of a vanished data file is named in its owner's log only, never on the wire."""
+    parties = [*example_primaries(tmp_path), SimulatedParty("helper", "helper")]
+    share = tmp_path / "p2.csv"
+    with SimulatedNetwork(parties) as net:  # real daemons, gRPC over mutual TLS on loopback
+        share.unlink()
+        run_toml = tmp_path / "run.toml"
+        cfg = net.run_config("B", config=AnonymizationConfig(["age", "sex", "zipcode"], k=2))
+        run_toml.write_text(tomli_w.dumps(run_config_dict(cfg)))
+        capsys.readouterr()
+        code = main(["run", "--config", str(run_toml), "--no-progress"])
+        out, err = capsys.readouterr()
+        logs = {name: (net.dir / "logs" / f"{name}.log").read_text(errors="replace") for name in ("p1", "p2", "helper")}
+    assert code == 2, err
+    assert "p2" in err and str(share) not in out + err and "p2.csv" not in out + err
+    assert str(share) in logs["p2"]  # the owner sees which file
+    assert all(str(share) not in logs[name] and "p2.csv" not in logs[name] for name in ("p1", "helper"))

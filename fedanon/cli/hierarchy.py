@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.atomicfile import atomic_binary
-from fedanon.engine.csvio import check_encoding, parse_delimiter
 from fedanon.errors import InputError
 
 
@@ -110,7 +109,12 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if args.order:
             path = Path(args.order)
             if "," not in args.order and path.is_file():
-                opts["order"] = [line.strip() for line in path.read_text(encoding=args.encoding).splitlines() if line.strip()]
+                try:
+                    text = path.read_text(encoding=args.encoding)
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"--order {path}: not {args.encoding} text (byte {exc.object[exc.start:exc.start + 1]!r} "
+                                     f"at offset {exc.start}); give its encoding with --encoding") from None
+                opts["order"] = [line.strip() for line in text.splitlines() if line.strip()]
             else:
                 opts["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
     elif kind == "mask":
@@ -121,6 +125,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedanon.engine.csvio import check_encoding, parse_delimiter
     from fedanon.hierarchies import build_for_values, column_values
 
     args.delimiter = parse_delimiter(args.delimiter)

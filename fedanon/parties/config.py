@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from fedanon.engine.config import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
+from fedanon.engine import AnonymizationConfig, DeltaPresence, LDiversity, TCloseness
 from fedanon.errors import InputError, clip
 from fedanon.suggest import check_known_keys
 from fedanon.tomlfile import load_toml_file

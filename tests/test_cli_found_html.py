@@ -49,3 +49,29 @@ def test_without_html_the_missing_extra_does_not_matter(tmp_path) -> None:
     proc = _run_without_matplotlib(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out.csv").exists()
+
+
+def test_run_html_without_matplotlib_fails_before_contacting_parties(tmp_path) -> None:
+    """`fedanon run --html`: the check comes before the config's parties are dialled."""
+    import tomli_w
+
+    from fedanon.parties import certs
+    from fedanon.parties.config import RunConfig, RunPartyEntry, TlsFiles, run_config_dict
+
+    certs.init_ca(tmp_path, force=True)
+    certs.issue(tmp_path, "steward")
+    cfg = RunConfig(coordinator="steward", tls=TlsFiles(tmp_path / "steward.crt", tmp_path / "steward.key",
+                                                        tmp_path / "ca.crt"),
+                    protocol="B", distribution="horizontal",
+                    parties=[RunPartyEntry("p1", "127.0.0.1:1", "primary"), RunPartyEntry("p2", "127.0.0.1:2", "primary"),
+                             RunPartyEntry("helper", "127.0.0.1:3", "helper")],
+                    result_recipient="p1", privacy={"quasi_identifiers": ["age"], "k": 2}, options={},
+                    output=tmp_path / "out" / "result.csv", report=None)
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_text(tomli_w.dumps(run_config_dict(cfg)))
+    (tmp_path / "out").mkdir()
+    proc = _run_without_matplotlib(["run", "--config", str(run_toml), "--no-progress", "--html", "r.html"], tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--html" in lines[0] and "pip install 'fedanon[report]'" in lines[0]  # not an unreachable party
+    assert list((tmp_path / "out").iterdir()) == []

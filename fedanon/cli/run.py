@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from fedanon.optional import require_matplotlib
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="start a run on running party daemons (coordinator)")
@@ -31,6 +33,8 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
 
+    if args.html is not None:
+        require_matplotlib()  # before any party is contacted, not after the run
     cfg = load_run_config(args.config)
     if args.protocol:
         if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":

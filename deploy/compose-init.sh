@@ -20,8 +20,8 @@ umask 077
 
 # 1. run CA and certificates (the CA key stays here, outside every mounted directory)
 $FED certs init --dir ca --force >/dev/null
-for p in "${ALL[@]}"; do $FED certs issue "$p" --dir ca --host "$p" >/dev/null; done
-$FED certs issue steward --dir ca >/dev/null
+for p in "${ALL[@]}"; do $FED certs issue "$p" --dir ca --host "$p" --force >/dev/null; done
+$FED certs issue steward --dir ca --force >/dev/null
 
 # 2. one directory per service: its own certificate and key, the CA certificate, party.toml, data
 for i in "${!ALL[@]}"; do

@@ -12,8 +12,8 @@ echo "workdir: $W"
 
 # 1. one run CA (held by whoever organizes the consortium), one certificate per party and coordinator
 $FED certs init --dir ca --force
-for p in clinic-a clinic-b trust-center; do $FED certs issue $p --dir ca --host 127.0.0.1; done
-$FED certs issue steward --dir ca
+for p in clinic-a clinic-b trust-center; do $FED certs issue $p --dir ca --host 127.0.0.1 --force; done
+$FED certs issue steward --dir ca --force
 
 # 2. each clinic's own data: ADULT split by rows (header + disjoint halves)
 head -n 1 "$DATA/adult.csv" > clinic-a.csv; cp clinic-a.csv clinic-b.csv

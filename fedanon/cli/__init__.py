@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from typing import Sequence
 
+import fedanon
 from fedanon.errors import FedanonError
 
 # Module name under fedanon.cli -> imported lazily so a slow import (gRPC) is
@@ -34,6 +36,18 @@ class CliError(FedanonError):
     """An error in the command line itself; printed without a traceback."""
 
 
+def package_version() -> str:
+    """The installed distribution's version (package metadata), else the source tree's `__version__`.
+
+    Why metadata first: it is what `pip` installed and reports; a source checkout that was
+    never installed has none and falls back to the version the package itself declares.
+    """
+    try:
+        return importlib.metadata.version("fedanon")
+    except importlib.metadata.PackageNotFoundError:
+        return fedanon.__version__
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line parser; with `only` (a subcommand's name) just that subcommand.
 
@@ -44,6 +58,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="fedanon",
         description="Secure distributed anonymization (protocols A/B/C) and a local Flash anonymizer.",
     )
+    parser.add_argument("--version", action="version", version=f"fedanon {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES if only is None else (only,):
         try:

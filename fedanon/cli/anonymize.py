@@ -22,12 +22,19 @@ from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.data.io.columnar import ColumnarTable
-from fedanon.data.io.delimited import same_file, write_columns
+from fedanon.data.io.delimited import delimiter_hint, same_file, write_columns
 from fedanon.data.io.registry import read_table
 from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
+from fedanon.kit.optional import require_matplotlib
 
 SUPPRESSED = "*"
+# Default bound of the heuristic search (lattices above the node budget). Why a default: a
+# huge lattice (11 QIs: tens of millions of nodes) can keep the best-first search proving
+# optimality for many minutes after it has found a good verified solution; an interactive
+# command should answer within about a minute and say the optimum is not proven.
+DEFAULT_TIME_LIMIT_S = 60.0
+NO_TIME_LIMIT = ("none", "off", "inf", "unlimited")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,10 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--node-budget", type=int, default=None, metavar="N",
                         help=f"exact Flash up to N lattice nodes, a heuristic search above "
                              f"(default {DEFAULT_NODE_BUDGET:,})")
-    search.add_argument("--time-limit", type=float, default=None, metavar="S",
-                        help="seconds the heuristic search may take; it then returns the best verified "
-                             "transformation found with optimum_found false, a loss lower bound and the gap "
-                             "(default: run until the optimum is proven)")
+    search.add_argument("--time-limit", default=None, metavar="S|none",
+                        help="seconds the heuristic search (lattices above --node-budget) may take; it then "
+                             "returns the best verified transformation found with optimum_found false, a loss "
+                             "lower bound and the gap. 'none': run until the optimum is proven, however long "
+                             f"(default {DEFAULT_TIME_LIMIT_S:g} s; lattices within the node budget are always "
+                             "searched exactly)")
     search.add_argument("--workers", default="1", metavar="N|auto",
                         help="processes that group the rows of a check (row partitions in shared memory, "
                              "class tables summed; same result; only nodes with few classes go to the "
@@ -94,7 +103,8 @@ def column_roles(table: ColumnarTable, spec: RunSpec) -> tuple[list[str], list[s
 def _check_columns(table: ColumnarTable, name: str, what: str) -> None:
     if name not in table.columns:
         raise InputError(f"{table.source}, line 1: unknown column {name!r} ({what}); "
-                         f"the table has columns: {', '.join(table.columns)}")
+                         f"the table has columns: {', '.join(table.columns)}"
+                         f"{delimiter_hint(table.columns, table.delimiter)}")
 
 
 def check_values_in_hierarchies(table: ColumnarTable, hierarchies: dict[str, Any]) -> None:
@@ -201,8 +211,10 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     if spec.insensitive:
         rows.append(("insensitive", ", ".join(spec.insensitive) + " (unchanged)"))
     if "loss_lower_bound" in report:
+        limit = report.get("time_limit_s")
         rows.append(("optimum", "proven" if report["optimum_found"] else
-                     f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%}"))
+                     f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%} "
+                     f"(search stopped by the {limit:g} s time limit; --time-limit S or none to search longer)"))
     rows.append(("checks / roll-ups",
                  f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes"))
     rows.append(("time", f"{report['elapsed_s']:.3f} s"))
@@ -253,10 +265,22 @@ def search_limits(args: argparse.Namespace) -> SearchLimits:
     budget = DEFAULT_NODE_BUDGET if args.node_budget is None else args.node_budget
     if budget < 0:
         raise InputError(f"--node-budget must be >= 0, got {budget}")
-    limit = args.time_limit
-    if limit is not None and not (limit > 0 and math.isfinite(limit)):
-        raise InputError(f"--time-limit must be a positive number of seconds, got {limit}")
-    return SearchLimits(node_budget=budget, time_limit=limit)
+    return SearchLimits(node_budget=budget, time_limit=parse_time_limit(args.time_limit))
+
+
+def parse_time_limit(text: str | float | None) -> float | None:
+    """--time-limit: seconds, 'none' for no limit, not given for DEFAULT_TIME_LIMIT_S."""
+    if text is None:
+        return DEFAULT_TIME_LIMIT_S
+    if isinstance(text, str) and text.strip().lower() in NO_TIME_LIMIT:
+        return None
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = math.nan
+    if not (limit > 0 and math.isfinite(limit)):
+        raise InputError(f"--time-limit must be a positive number of seconds or 'none', got {str(text)[:40]!r}")
+    return limit
 
 
 def check_output_paths(spec: RunSpec) -> None:
@@ -311,6 +335,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
+    if args.html is not None:
+        require_matplotlib()  # before any work, not after the anonymization
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 

@@ -21,6 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     issue.add_argument("--dir", required=True, type=Path, help="directory holding the run CA")
     issue.add_argument("--host", action="append", default=[], help="listen host name or IP to add as SAN (repeatable)")
     issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    issue.add_argument("--force", action="store_true",
+                       help="replace an existing NAME.crt / NAME.key (rotation: revoke the old certificate first)")
     issue.set_defaults(handler=_issue)
 
     revoke = sub.add_parser("revoke", help="add a certificate's SHA-256 fingerprint to a revocation list "
@@ -40,6 +42,21 @@ def _check_dir_and_days(folder: Path, days: int) -> None:
         raise InputError(f"--days must be at least 1, got {days}")
 
 
+def _refuse_overwrite(folder: Path, name: str) -> None:
+    """An issued certificate or key is never replaced by accident.
+
+    Why: the old key may be deployed at a party; replacing it silently breaks that
+    party at its next restart (or hands a name to whoever runs the command). Rotation
+    is deliberate: `--force`, after revoking the old certificate.
+    """
+    from fedanon.errors import InputError
+
+    existing = [folder / f"{name}{suffix}" for suffix in (".crt", ".key") if (folder / f"{name}{suffix}").exists()]
+    if existing:
+        raise InputError(f"{existing[0]}: already exists; refusing to replace the certificate and key of {name!r} "
+                         f"(use --force to re-issue, after `fedanon certs revoke` of the old one)")
+
+
 def _init(args: argparse.Namespace) -> int:
     from fedanon.parties.pki.certs import init_ca
 
@@ -53,6 +70,8 @@ def _issue(args: argparse.Namespace) -> int:
     from fedanon.parties.pki.certs import issue
 
     _check_dir_and_days(args.dir, args.days)
+    if not args.force:
+        _refuse_overwrite(args.dir, args.name)
     cert, key = issue(args.dir, args.name, hosts=args.host, days=args.days)
     print(f"issued {cert} and {key} for {args.name!r}")
     return 0

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedanon.kit.atomicfile import atomic_binary
 from fedanon.errors import InputError
 
 
@@ -63,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         src.add_argument("--values", metavar="LIST", default=None,
                          help="values instead of --from: a,b,c or LO..HI (integers)")
         src.add_argument("--delimiter", default=";", metavar="CHAR", help="delimiter of INPUT.csv and output (';')")
+        src.add_argument("--encoding", default="utf-8", metavar="NAME",
+                         help="text encoding of INPUT.csv and of the written hierarchy (default utf-8), so that "
+                              "`fedanon anonymize --encoding NAME` reads both alike")
         k.add_argument("--output", "-o", metavar="HIERARCHY.csv", default=None,
                        help="where to write (default: standard output)")
         if kind == "interval":
@@ -105,7 +109,12 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if args.order:
             path = Path(args.order)
             if "," not in args.order and path.is_file():
-                opts["order"] = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+                try:
+                    text = path.read_text(encoding=args.encoding)
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"--order {path}: not {args.encoding} text (byte {exc.object[exc.start:exc.start + 1]!r} "
+                                     f"at offset {exc.start}); give its encoding with --encoding") from None
+                opts["order"] = [line.strip() for line in text.splitlines() if line.strip()]
             else:
                 opts["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
     elif kind == "mask":
@@ -116,25 +125,33 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedanon.data.io.delimited import check_encoding, parse_delimiter
     from fedanon.data.builders import build_for_values, column_values
 
+    args.delimiter = parse_delimiter(args.delimiter)
+    args.encoding = check_encoding(args.encoding)
     if (args.source is None) == (args.values is None):
         raise InputError("give the values either with --from INPUT.csv --column NAME or with --values")
     if args.source is not None:
         if not args.column:
             raise InputError("--from needs --column NAME")
-        values = column_values(args.source, args.column, args.delimiter)
+        values = column_values(args.source, args.column, args.delimiter, args.encoding)
         name = args.column
     else:
         values = parse_values(args.values)
         name = args.column or "values"
     hierarchy = build_for_values(args.kind, name, values, **_options(args))
     if args.output is None:
-        for row in hierarchy.rows:
-            sys.stdout.write(args.delimiter.join(v.decode("utf-8") for v in row) + "\n")
+        sys.stdout.write(hierarchy.csv_text(args.delimiter))
         return 0
     try:
-        hierarchy.write_csv(args.output, args.delimiter)
+        data = hierarchy.csv_text(args.delimiter).encode(args.encoding)
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{args.output}: value {exc.object[exc.start:exc.end]!r} cannot be written as "
+                         f"{args.encoding}; choose another --encoding (e.g. utf-8)") from None
+    try:
+        with atomic_binary(args.output) as fh:  # whole or not at all
+            fh.write(data)
     except OSError as exc:
         raise InputError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
     print(f"fedanon hierarchy: wrote {args.output} ({len(hierarchy.rows)} values, {hierarchy.height} levels "

@@ -32,11 +32,14 @@ def _serve(args: argparse.Namespace) -> int:
     from fedanon.errors import InputError
     from fedanon.parties.config import load_party_config
     from fedanon.parties.daemon import PartyDaemon
+    from fedanon.parties.localdata import check_data_files
     from fedanon.parties.logs import EventLog
 
     if args.ready_file is not None and not args.ready_file.parent.is_dir():
         raise InputError(f"--ready-file {args.ready_file}: folder {args.ready_file.parent} does not exist")
     cfg = load_party_config(args.config)
+    if cfg.data is not None:
+        check_data_files(cfg.data, cfg.source)  # before listening: a missing file fails here, not every run
     daemon = PartyDaemon(cfg, log=EventLog(cfg.name, level=args.log_level))
     daemon.serve_forever(ready_file=args.ready_file)
     return 0

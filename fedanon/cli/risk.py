@@ -43,7 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="as --report, with the count given directly (0: no row was suppressed)")
     p.add_argument("--threshold", type=float, default=None, metavar="R",
                    help="records whose risk exceeds R are 'at risk' (default 0.2)")
-    p.add_argument("--delimiter", default=";", metavar="CHAR", help="field delimiter (default ';')")
+    p.add_argument("--delimiter", default=";", metavar="CHAR", help="field delimiter (default ';'; \\t for a tab)")
+    p.add_argument("--hierarchy-delimiter", default=None, metavar="CHAR",
+                   help="field delimiter of the hierarchy files (default: --delimiter)")
+    p.add_argument("--encoding", default="utf-8", metavar="NAME",
+                   help="text encoding of the table, population and hierarchy files (default utf-8), "
+                        "e.g. latin-1, cp1252")
     p.add_argument("--json", default=None, metavar="OUT.json", help="write all figures as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no summary table")
     p.set_defaults(handler=run)
@@ -107,32 +112,37 @@ def reported_suppressed_rows(path: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.data.io.delimited import read_table_csv
+    from fedanon.data.io.delimited import check_encoding, delimiter_hint, parse_delimiter, read_table_csv
     from fedanon.data.hierarchy import Hierarchy
     from fedanon.data.table import EncodedTable
     from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk
 
-    header, rows = read_table_csv(args.input, args.delimiter)
+    delimiter = parse_delimiter(args.delimiter)
+    hierarchy_delimiter = (delimiter if args.hierarchy_delimiter is None
+                           else parse_delimiter(args.hierarchy_delimiter, "--hierarchy-delimiter"))
+    encoding = check_encoding(args.encoding)
+    header, rows = read_table_csv(args.input, delimiter, encoding)
     qis = _names(args.qi)
     sensitive = _names(args.sensitive)
     for name in qis + sensitive:
         if name not in header:
             raise InputError(f"{args.input}, line 1: unknown column {name!r}; the table has columns: "
-                             f"{', '.join(header)}")
+                             f"{', '.join(header)}{delimiter_hint(header, delimiter)}")
     qi_hierarchies = {}
     for text in args.qi:
         for part in text.split(","):
             name, sep, path = part.partition("=")
             if sep and path.strip():
-                qi_hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), args.delimiter)
+                qi_hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), hierarchy_delimiter,
+                                                                      encoding)
     hierarchies = {}
     for text in args.sensitive:
         name, sep, path = text.partition("=")
         if sep and path.strip():
-            hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), args.delimiter)
+            hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), hierarchy_delimiter, encoding)
     population = None
     if args.population is not None:
-        pop_header, pop_rows = read_table_csv(args.population, args.delimiter)
+        pop_header, pop_rows = read_table_csv(args.population, delimiter, encoding)
         for name in qis:
             if name not in pop_header:
                 raise InputError(f"{args.population}, line 1: population table lacks quasi-identifier {name!r}")

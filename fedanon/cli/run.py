@@ -6,12 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from fedanon.kit.optional import require_matplotlib
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="start a run on running party daemons (coordinator)")
     parser.add_argument("--config", required=True, type=Path, help="run config (TOML)")
     parser.add_argument("--protocol", help="override run.protocol (e.g. check, B)")
-    parser.add_argument("--output", type=Path, help="override run.output (result CSV)")
+    parser.add_argument("--output", "-o", type=Path, help="override run.output (result CSV)")
     parser.add_argument("--report", type=Path,
                         help="override run.report (JSON report); with --protocol check, where to write "
                              "the round-trip table (a check run never writes run.output/run.report)")
@@ -31,6 +33,8 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
 
+    if args.html is not None:
+        require_matplotlib()  # before any party is contacted, not after the run
     cfg = load_run_config(args.config)
     if args.protocol:
         if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":

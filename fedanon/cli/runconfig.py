@@ -22,6 +22,7 @@ from fedanon.model.config import DEFAULT_METRIC, AnonymizationConfig
 from fedanon.model.metrics.registry import metric_names
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.kit.tomlfile import load_toml_file
+from fedanon.kit.suggest import check_known_keys
 
 
 class PrivacySpec(NamedTuple):
@@ -74,9 +75,9 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
                        help="read the run from a TOML file; flags given on the command line override it")
     g.add_argument("--qi", action="append", metavar="NAME=HIERARCHY.csv", default=None,
                    help="quasi-identifier and its ARX-format hierarchy (repeat; order = tie-break order)")
-    g.add_argument("--sensitive", metavar="NAME[=HIERARCHY.csv]", default=None,
-                   help="sensitive attribute of the models that judge one (l-diversity, t-closeness, ...); "
-                        "(the hierarchy is needed for hierarchical t-closeness)")
+    g.add_argument("--sensitive", action="append", metavar="NAME[=HIERARCHY.csv]", default=None,
+                   help="sensitive attribute of the models that judge one (l-diversity, t-closeness, ...; "
+                        "the hierarchy is needed for hierarchical t-closeness); one per run")
     g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
     for model in model_types().values():
         g.add_argument(model.flag, dest=model.key, default=None, metavar=model.metavar, help=model.help)
@@ -165,10 +166,8 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
     the same run file; `fedanon anonymize` rejects unknown keys to catch typos.
     """
     base = source.parent
-    unknown = sorted(set(doc) - toml_keys())
-    if unknown and strict:
-        raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; "
-                         f"allowed: {', '.join(sorted(toml_keys()))}")
+    if strict:
+        check_known_keys(source, "", doc, toml_keys(), "setting")
     out: dict[str, Any] = {}
     for key, value in doc.items():
         _check_toml_type(source, key, value)
@@ -213,7 +212,7 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     if getattr(args, "qi", None):
         settings["qi"] = [parse_qi(t) for t in args.qi]
     if getattr(args, "sensitive", None):
-        settings["sensitive"] = parse_sensitive(args.sensitive)
+        settings["sensitive"] = parse_sensitive(_one_sensitive(args.sensitive))
     if getattr(args, "insensitive", None):
         settings["insensitive"] = list(args.insensitive)
     for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
@@ -231,6 +230,20 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     if getattr(args, "drop_suppressed", False):
         settings["drop_suppressed"] = True
     return settings
+
+
+def _one_sensitive(given: str | list[str]) -> str:
+    """The single --sensitive value; a second one is refused rather than silently replacing the first.
+
+    Why refuse: the replaced attribute would get no role and be dropped as identifying
+    without a word. (Several sensitive attributes, each with its own model, need
+    per-attribute models; until then one per run.)
+    """
+    texts = [given] if isinstance(given, str) else list(given)
+    if len(texts) > 1:
+        raise InputError(f"--sensitive given {len(texts)} times ({', '.join(repr(t) for t in texts)}): "
+                         f"one sensitive attribute per run is supported")
+    return texts[0]
 
 
 def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:

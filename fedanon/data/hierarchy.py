@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from fedanon.kit.atomicfile import write_text_atomic
-from fedanon.data.io.delimited import read_delimited
+from fedanon.data.io.delimited import format_delimited, read_delimited
 from fedanon.data.table import to_bytes
 from fedanon.errors import HierarchyError, clip
 
@@ -99,8 +99,12 @@ class Hierarchy:
 
     def write_csv(self, path: str | Path, delimiter: str = ";") -> None:
         """The rules as CSV, whole or not at all (`fedanon.kit.atomicfile`)."""
-        write_text_atomic(path, "".join(delimiter.join(v.decode("utf-8", errors="backslashreplace") for v in row)
-                                        + "\n" for row in self.rows))
+        write_text_atomic(path, self.csv_text(delimiter))
+
+    def csv_text(self, delimiter: str = ";") -> str:
+        """The rules as CSV text; a label holding the delimiter is quoted, so `read_csv` reads it back."""
+        return format_delimited(([v.decode("utf-8", errors="backslashreplace") for v in row] for row in self.rows),
+                                delimiter)
 
     # ------------------------------------------------------------------ queries
     @property

@@ -2,11 +2,13 @@
 
 Shared by the run files of `fedanon anonymize`/`simulate` and the party/run configs of
 the network commands, so a directory, an unreadable or non-UTF-8 file and a syntax
-error read the same everywhere (and never end in a traceback).
+error read the same everywhere (and never end in a traceback). A UTF-8 byte-order
+mark is accepted, as in the CSV readers.
 """
 
 from __future__ import annotations
 
+import codecs
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,9 @@ def load_toml_file(path: str | Path, what: str = "TOML file") -> dict[str, Any]:
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            data = fh.read()
+        # a UTF-8 byte-order mark (Windows editors write one) is not part of the document
+        return tomllib.loads(data.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: {what} not found") from None
     except IsADirectoryError:

@@ -17,7 +17,8 @@ from fedanon.model.metrics.registry import metric_names
 from fedanon.model.registry import PrivacyModel, model_type, model_types
 
 DEFAULT_METRIC = "nonuniform-entropy"
-_FIELDS = ("quasi_identifiers", "k", "suppression", "metric")
+# the settings beside the models, as they appear in the JSON and TOML forms
+FIELDS = ("quasi_identifiers", "k", "suppression", "metric")
 
 
 class AnonymizationConfig:
@@ -93,7 +94,7 @@ class AnonymizationConfig:
         return any(m.needs_subset for m in self.models)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        out: dict[str, Any] = {name: getattr(self, name) for name in FIELDS}
         out["quasi_identifiers"] = list(self.quasi_identifiers)
         out["models"] = [{"model": m.key, **m.to_dict()} for m in self.models]
         return out
@@ -107,11 +108,11 @@ class AnonymizationConfig:
                 entry = dict(entry)
                 models.append(model_type(str(entry.pop("model"))).from_dict(entry))
             for key in list(d):  # the older shape: one key per model
-                if key not in _FIELDS and key in model_types():
+                if key not in FIELDS and key in model_types():
                     value = d.pop(key)
                     if value is not None:
                         models.append(model_type(key).from_dict(value))
-            unknown = sorted(set(d) - set(_FIELDS))
+            unknown = sorted(set(d) - set(FIELDS))
             if unknown:
                 raise InputError(f"malformed anonymization config: unknown key(s) {', '.join(unknown)}")
             return cls(quasi_identifiers=list(d.pop("quasi_identifiers")), models=models, **d)

@@ -10,11 +10,14 @@ its certificates/data can be moved together. Every error names the file and key.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from fedanon.model.config import FIELDS as CONFIG_FIELDS
+from fedanon.model.registry import model_types
 from fedanon.errors import InputError, clip
+from fedanon.kit.suggest import check_known_keys
 from fedanon.kit.tomlfile import load_toml_file
 from fedanon.parties.pki.certs import check_party_name
 
@@ -240,9 +243,26 @@ def _limits(section: _Section | None) -> Limits:
 
 # ----------------------------------------------------------------------------- party config
 
+PARTY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("party", "tls", "peers", "data", "limits"),
+    "party": ("name", "listen", "coordinators"),
+    "tls": ("cert", "key", "ca", "revoked"),
+    "data": tuple(f.name for f in fields(DataConfig)),
+}  # [peers], [data.quasi_identifiers] and [data.sensitive] are keyed by party and column names
+
+
+def _check_party_keys(path: Path, doc: dict[str, Any]) -> None:
+    """Every key of a party config known: a misspelled `insensitve` must not silently drop a column."""
+    for table, known in PARTY_CONFIG_KEYS.items():
+        section = doc if not table else doc.get(table)
+        if isinstance(section, dict):
+            check_known_keys(path, table, section, known)
+
+
 def load_party_config(path: Path) -> PartyConfig:
     path = Path(path).resolve()
     root = _Section(_load_toml(path), path, "")
+    _check_party_keys(path, root.data)
     party = root.table("party")
     name = check_party_name(party.get("name", str))
     listen = check_address(path, "party.listen", party.get("listen", str))
@@ -340,9 +360,43 @@ def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- run config
 
+RUN_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("run", "coordinator", "parties", "privacy", "options", "limits"),
+    "run": ("protocol", "distribution", "result_recipient", "output", "report", "run_id"),
+    "coordinator": ("name", "cert", "key", "ca", "revoked"),
+}
+
+
+def privacy_keys() -> dict[str, tuple[str, ...]]:
+    """[privacy] is an AnonymizationConfig: its settings, one table per registered model (with that
+    model's fields), or a `models` list."""
+    types = model_types()
+    out = {"privacy": (*CONFIG_FIELDS, "models", *types)}
+    out.update({f"privacy.{key}": tuple(f.name for f in fields(model)) for key, model in types.items()})
+    return out
+
+
+def _check_run_keys(path: Path, doc: dict[str, Any]) -> None:
+    """Every key of a run config known (a misspelled `ouput` or `supression` is not silently ignored)."""
+    for table, known in RUN_CONFIG_KEYS.items():
+        section = doc if not table else doc.get(table)
+        if isinstance(section, dict):
+            check_known_keys(path, table, section, known)
+    for name, entry in (doc.get("parties") or {}).items() if isinstance(doc.get("parties"), dict) else ():
+        if isinstance(entry, dict):
+            check_known_keys(path, f"parties.{name}", entry, ("address", "role"))
+    privacy = doc.get("privacy")
+    if isinstance(privacy, dict):
+        for table, known in privacy_keys().items():
+            section = privacy if table == "privacy" else privacy.get(table.partition(".")[2])
+            if isinstance(section, dict):
+                check_known_keys(path, table, section, known)
+
+
 def load_run_config(path: Path) -> RunConfig:
     path = Path(path).resolve()
     root = _Section(_load_toml(path), path, "")
+    _check_run_keys(path, root.data)
     run = root.table("run")
     coord = root.table("coordinator")
     parties_section = root.table("parties")

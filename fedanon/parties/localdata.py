@@ -10,6 +10,8 @@ turned into the boolean research-subset mask and removed from the data.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from fedanon.data.hierarchy import Hierarchy
@@ -27,6 +29,26 @@ def removed_columns(header: list[str], data: DataConfig) -> list[str]:
     declared = set(data.quasi_identifiers) | set(data.sensitive) | set(data.insensitive)
     declared |= {c for c in (data.tid_column, data.subset_column) if c}
     return [name for name in header if name not in declared]
+
+
+def check_data_files(data: DataConfig, source: object) -> None:
+    """Every file [data] names is a readable file: checked when a daemon starts.
+
+    Why at start: the data is read per run (so an updated file needs no restart), and a
+    missing file would otherwise surface only as every run failing. The error names the
+    path; it is printed on this party's own terminal, before anything listens, so it
+    never reaches another party.
+    """
+    files = [("data.csv", data.csv)]
+    files += [(f"data.quasi_identifiers.{name}", path) for name, path in data.quasi_identifiers.items()]
+    files += [(f"data.sensitive.{name}", path) for name, path in data.sensitive.items() if path]
+    for key, path in files:
+        if not path.exists():
+            raise InputError(f"{source}: {key} = {str(path)!r}: file not found")
+        if not path.is_file():
+            raise InputError(f"{source}: {key} = {str(path)!r}: not a file")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{source}: {key} = {str(path)!r}: not readable by this user")
 
 
 def load_local_data(data: DataConfig) -> LocalData:

@@ -6,6 +6,7 @@ import io
 from typing import Sequence
 
 from fedanon.errors import FedanonError
+from fedanon.kit.optional import MISSING_MATPLOTLIB
 
 INPUT_COLOR = "#8da0cb"
 OUTPUT_COLOR = "#fc8d62"
@@ -14,8 +15,8 @@ OUTPUT_COLOR = "#fc8d62"
 def _figure(width: float, height: float):  # type: ignore[no-untyped-def]
     try:
         from matplotlib.figure import Figure
-    except ModuleNotFoundError:
-        raise FedanonError("the HTML report needs matplotlib: pip install 'fedanon[report]'") from None
+    except ImportError:
+        raise FedanonError(MISSING_MATPLOTLIB) from None
     return Figure(figsize=(width, height), dpi=96, layout="constrained")
 
 

@@ -43,6 +43,33 @@ def detect_format(values: Sequence[str]) -> str | None:
     return None
 
 
+def _parses(value: str, fmt: str) -> bool:
+    try:
+        datetime.strptime(value, fmt)
+        return True
+    except ValueError:
+        return False
+
+
+def _undetected(attribute: str, present: Sequence[str]) -> str:
+    """Why no format fits: name a value that breaks the format most values have.
+
+    Why not just the first value: with one invalid date (`2020-02-30`) among valid
+    ones, the first value is usually valid, and naming it sends the user looking at
+    the wrong cell.
+    """
+    counts = {fmt: sum(_parses(v, fmt) for v in present) for fmt in FORMATS}
+    best = max(FORMATS, key=lambda f: counts[f])  # first of the best on a tie (FORMATS order)
+    if not present or counts[best] == 0:
+        example = present[0][:200] if present else ""
+        return (f"column {attribute!r}: cannot detect the date format of e.g. {example!r}; "
+                f"give one with --format (strptime pattern, e.g. %d.%m.%Y)")
+    bad = [v for v in present if not _parses(v, best)]
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"column {attribute!r}: value {bad[0][:200]!r}{more} is not a valid date in the format {best!r} "
+            f"(which {counts[best]} of the {len(present)} values have); correct it, or give --format")
+
+
 def date_hierarchy(
     attribute: str,
     values: Iterable[str],
@@ -62,8 +89,7 @@ def date_hierarchy(
                          f"got {', '.join(units)}")
     fmt = format or detect_format(present)
     if fmt is None:
-        raise InputError(f"column {attribute!r}: cannot detect the date format of e.g. {present[0][:200]!r}; "
-                         f"give one with --format (strptime pattern, e.g. %d.%m.%Y)")
+        raise InputError(_undetected(attribute, present))
     rows = []
     for v in present:
         try:

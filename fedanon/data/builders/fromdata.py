@@ -26,13 +26,14 @@ BUILDERS: dict[str, Callable[..., Hierarchy]] = {
 }
 
 
-def column_values(path: str | Path, column: str, delimiter: str = ";") -> list[str]:
+def column_values(path: str | Path, column: str, delimiter: str = ";", encoding: str = "utf-8") -> list[str]:
     """Distinct values of one column of a CSV table (first-appearance order)."""
-    from fedanon.data.io.delimited import read_table_csv
+    from fedanon.data.io.delimited import delimiter_hint, read_table_csv
 
-    header, rows = read_table_csv(path, delimiter)
+    header, rows = read_table_csv(path, delimiter, encoding)
     if column not in header:
-        raise InputError(f"{path}, line 1: unknown column {column!r}; the table has columns: {', '.join(header)}")
+        raise InputError(f"{path}, line 1: unknown column {column!r}; the table has columns: {', '.join(header)}"
+                         f"{delimiter_hint(header, delimiter)}")
     c = header.index(column)
     return list(dict.fromkeys(row[c] for row in rows))
 

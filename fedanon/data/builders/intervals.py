@@ -53,6 +53,15 @@ def _level_widths(width: float | None, widths: Sequence[float] | None, fanout: l
     return ws
 
 
+def _check_positive(width: float | None, widths: Sequence[float] | None, attribute: str) -> None:
+    """Every width a finite number > 0 (a zero width would divide by zero while aligning)."""
+    given = [float(w) for w in widths] if widths else [width]
+    if any(w is None or not (math.isfinite(w) and w > 0) for w in given):
+        shown = [fmt_number(w) if w is not None and math.isfinite(w) else str(w) for w in given]
+        raise InputError(f"column {attribute!r}: interval width{'s' if widths else ''} must be finite and > 0, "
+                         f"got {', '.join(shown)}")
+
+
 def _drop_single_interval(ws: list[float], coded: bool) -> list[float]:
     """A last level with one interval for all values says nothing '*' does not (unless outliers are coded)."""
     return ws[:-1] if len(ws) > 1 and not coded else ws
@@ -79,6 +88,7 @@ def interval_hierarchy(
     hi = (top if top is not None else (max(inner) if inner else lo)) - (1e-12 if top is not None else 0.0)
     if width is None and not widths:
         width = nice_width(hi - lo)
+    _check_positive(width, widths, attribute)  # before any division by a width
     first = float(widths[0]) if widths else float(width)  # type: ignore[arg-type]
     # align to the second level's width too, so coarser labels start on round numbers
     align = float(widths[1]) if widths and len(widths) > 1 else first * fanout_list(fanout)[0]

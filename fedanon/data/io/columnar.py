@@ -35,6 +35,21 @@ def numpy_integers(array) -> np.ndarray:  # type: ignore[no-untyped-def]
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
+def delimiter_hint(columns: Sequence[str], delimiter: str) -> str:
+    """'; ... try --delimiter X' when a one-column header holds another common delimiter, else ''.
+
+    Why: a comma-separated file read with the default ';' has a single column named
+    `age,sex,...`, and "unknown column 'age'" alone does not say why.
+    """
+    if len(columns) != 1:
+        return ""
+    for candidate in (",", ";", "\t", "|"):
+        if candidate != delimiter and candidate in columns[0]:
+            shown = "'\\t'" if candidate == "\t" else candidate
+            return f"; the header is a single column holding {candidate!r}: try --delimiter {shown}"
+    return ""
+
+
 @dataclass
 class ColumnarTable:
     """A table as per-column integer codes plus per-column dictionaries of distinct values.
@@ -61,7 +76,7 @@ class ColumnarTable:
             return self.columns.index(name)
         except ValueError:
             raise InputError(f"{self.source}, line 1: unknown column {name!r}; the table has columns: "
-                             f"{', '.join(self.columns)}") from None
+                             f"{', '.join(self.columns)}{delimiter_hint(self.columns, self.delimiter)}") from None
 
 
     def where(self, rows: Sequence[int]) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import mmap
 import os
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 
 from fedanon.kit.atomicfile import atomic_binary
 from fedanon.kit.cores import available_cores
-from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, narrow_codes,
+from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, delimiter_hint, narrow_codes,
                                        numpy_integers)
 from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError
@@ -79,8 +80,39 @@ def _open_text(path: Path, encoding: str):  # type: ignore[no-untyped-def]
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
 
 
+# Leading bytes of file formats users hand over instead of delimited text. Why: such a file
+# fails to decode somewhere in its middle, and "try --encoding latin-1" would send the user
+# the wrong way (latin-1 decodes any byte, so the file would then be read as garbage).
+BINARY_FORMATS: tuple[tuple[bytes, str], ...] = (
+    (b"PAR1", "a Parquet file"),
+    (b"PK\x03\x04", "a ZIP archive (an .xlsx or .ods workbook is one)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Office document (e.g. an .xls workbook)"),
+    (b"\x1f\x8b", "gzip-compressed"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+
+
+def binary_format(path: Path) -> str | None:
+    """What known non-text format `path` starts with, if any (None also when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None  # the text reader reports it
+    return next((kind for magic, kind in BINARY_FORMATS if head.startswith(magic)), None)
+
+
+def refuse_binary(path: Path) -> None:
+    """InputError when `path` is a known binary format rather than delimited text."""
+    kind = binary_format(path)
+    if kind is not None:
+        raise InputError(f"{path}: is {kind}, not delimited text; fedanon reads CSV: "
+                         f"save the table as CSV (UTF-8) first")
+
+
 def _records(path: Path, delimiter: str, encoding: str) -> Iterator[tuple[int, list[str]]]:
     """(first physical line, cells) per non-blank CSV record, RFC 4180 quoting."""
+    refuse_binary(path)
     fh = _open_text(path, encoding)
     with fh:
         reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=True)
@@ -116,6 +148,18 @@ def read_delimited(path: str | Path, delimiter: str = DEFAULT_DELIMITER,
                    encoding: str = DEFAULT_ENCODING) -> list[tuple[int, list[str]]]:
     """Non-blank records split per RFC 4180, with the 1-based line each starts on."""
     return list(_records(Path(path), delimiter, encoding))
+
+
+def format_delimited(rows: Iterable[Sequence[str]], delimiter: str = DEFAULT_DELIMITER) -> str:
+    """Records as RFC 4180 text that `read_delimited` reads back cell for cell.
+
+    Why the csv writer: a generated cell may hold the delimiter (an interval label
+    `[4, 5[` in a comma-separated hierarchy); it is quoted only then.
+    """
+    buf = io.StringIO()
+    csv.writer(buf, delimiter=delimiter, quotechar='"', doublequote=True, lineterminator="\n",
+               quoting=csv.QUOTE_MINIMAL).writerows(rows)
+    return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- delimited tables

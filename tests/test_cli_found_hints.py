@@ -66,13 +66,17 @@ def parquet_file(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("command", [
-    ["anonymize", "{t}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}"],
-    ["anonymize", "{t}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}", "--encoding", "latin-1"],
+    # anonymize reads a *.parquet file as Parquet; a Parquet file named *.csv gets the hint
+    ["anonymize", "{c}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}"],
+    ["anonymize", "{c}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}", "--encoding", "latin-1"],
     ["risk", "{t}", "--qi", "age"],
     ["hierarchy", "auto", "--from", "{t}", "--column", "age"],
 ])
 def test_parquet_file_is_named_as_parquet(tmp_path, capsys, parquet_file, command) -> None:
-    args = [a.format(t=parquet_file, o=tmp_path / "o.csv") for a in command]
+    misnamed = tmp_path / "people.csv"
+    misnamed.write_bytes(parquet_file.read_bytes())
+    args = [a.format(t=parquet_file, c=misnamed, o=tmp_path / "o.csv") for a in command]
+    parquet_file = misnamed if "{c}" in command else parquet_file
     line = _one_line_error(capsys, *args)
     assert str(parquet_file) in line and "Parquet" in line and "CSV" in line
     assert "--encoding" not in line

@@ -40,7 +40,7 @@ def test_every_run_file_key_is_documented(tmp_path: Path) -> None:
     run.write_text('no_such_key = 1\n', encoding="utf-8")
     proc = _run("anonymize", "--config", str(run), cwd=tmp_path)
     assert proc.returncode == 2
-    allowed = re.search(r"allowed: (.*)$", proc.stderr.strip()).group(1).split(", ")
+    allowed = re.search(r"known settings: (.*)$", proc.stderr.strip()).group(1).split(", ")
     section = _section(CONFIG_PAGE, "## Run file")
     missing = [key for key in allowed if f"`{key}`" not in section and f"`[{key}]`" not in section]
     assert len(allowed) >= 10 and not missing, missing

@@ -252,7 +252,7 @@ def test_error_unknown_metric_lists_the_choices(tmp_path, capsys):
 
 
 def test_subset_rows_match_as_a_multiset(tmp_path):
-    from fedanon.cli.anonymize import match_subset
+    from fedanon.data.prepare import match_subset
     from fedanon.errors import InputError
 
     from fedanon.data.io.delimited import read_columns

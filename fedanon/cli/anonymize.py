@@ -14,16 +14,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import numpy as np
 
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
-from fedanon.data.io.columnar import ColumnarTable
-from fedanon.data.io.delimited import delimiter_hint, same_file, write_columns
-from fedanon.data.io.registry import read_table
+from fedanon.data.io.delimited import write_columns
+from fedanon.cli.inputs import load_inputs
 from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 from fedanon.kit.optional import require_matplotlib
@@ -77,115 +76,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------- inputs
-MAX_LISTED = 20  # missing hierarchy values named one by one; the rest are counted
-
-
-def column_roles(table: ColumnarTable, spec: RunSpec) -> tuple[list[str], list[str]]:
-    """(kept columns in input order, removed identifying columns).
-
-    As in ARX, every column has a role; a column given none (not a QI, the
-    sensitive attribute or declared insensitive) is identifying and never reaches
-    an output. Declared columns must exist.
-    """
-    config, _paths, sensitive, _subset = spec.privacy
-    for name in config.quasi_identifiers:
-        _check_columns(table, name, "quasi-identifier")
-    if sensitive is not None:
-        _check_columns(table, sensitive, "sensitive attribute")
-    for name in spec.insensitive:
-        _check_columns(table, name, "insensitive")
-    declared = set(spec.declared_columns())
-    kept = [c for c in table.columns if c in declared]
-    removed = [c for c in table.columns if c not in declared]
-    return kept, removed
-
-
-def _check_columns(table: ColumnarTable, name: str, what: str) -> None:
-    if name not in table.columns:
-        raise InputError(f"{table.source}, line 1: unknown column {name!r} ({what}); "
-                         f"the table has columns: {', '.join(table.columns)}"
-                         f"{delimiter_hint(table.columns, table.delimiter)}")
-
-
-def check_values_in_hierarchies(table: ColumnarTable, hierarchies: dict[str, Any]) -> None:
-    """Report every input cell missing from its hierarchy in one message.
-
-    The first MAX_LISTED cells are named with their line, the rest counted, so a
-    steward fixes all of them in one pass instead of one per run.
-    """
-    missing_rows: list[tuple[int, str, str]] = []  # (data row, column, value)
-    total = 0
-    for attr, h in hierarchies.items():
-        if attr not in table.columns:
-            continue
-        c = table.index(attr)
-        dictionary = table.dictionaries[c]
-        missing = h.missing_codes([v.encode("utf-8") for v in dictionary])
-        if not missing:
-            continue
-        rows = np.flatnonzero(np.isin(table.codes[c], np.asarray(missing, dtype=table.codes[c].dtype)))
-        total += int(rows.size)
-        missing_rows.extend((int(r), attr, dictionary[int(table.codes[c][r])]) for r in rows[:MAX_LISTED])
-    if not total:
-        return
-    missing_rows.sort()
-    shown = missing_rows[:MAX_LISTED]
-    places = table.where([r for r, _a, _v in shown])
-    sources = {a: h.source for a, h in hierarchies.items()}
-    parts = [f"{place}: {attr} {value[:200]!r}" for place, (_r, attr, value) in zip(places, shown)]
-    more = f"; and {total - len(shown)} more" if total > len(shown) else ""
-    where = ", ".join(sorted({f"{a} -> {sources[a]}" for _r, a, _v in missing_rows}))
-    raise InputError(f"{table.source}: {total} value(s) missing from their hierarchies ({where}): "
-                     + "; ".join(parts) + more)
-
-
-def match_subset(table: ColumnarTable, subset_path: Path) -> np.ndarray:
-    """Mark the research-subset rows of the input.
-
-    The subset file has the input's header; its rows are matched to input rows
-    as a multiset of full rows: a row that occurs m times in the subset must
-    occur at least m times in the input, and the first m occurrences are
-    marked. Why full rows: the subset must be unambiguous without an ID column,
-    and duplicates are indistinguishable for every model anyway. Works on codes
-    (np.unique over rows), not on per-row Python tuples.
-    """
-    subset = read_table(subset_path, table.delimiter, table.encoding)
-    if subset.columns != table.columns:
-        raise InputError(f"{subset_path}, line 1: header {table.delimiter.join(subset.columns)[:200]!r} differs "
-                         f"from the input header {table.delimiter.join(table.columns)[:200]!r}")
-    n, m = table.n_rows, subset.n_rows
-    mapped = np.empty((m, len(table.columns)), dtype=np.int64)
-    inputs = np.empty((n, len(table.columns)), dtype=np.int64)
-    for c, (codes, dictionary) in enumerate(zip(subset.codes, subset.dictionaries)):
-        index = {v: i for i, v in enumerate(table.dictionaries[c])}
-        lookup = np.array([index.get(v, -1) for v in dictionary], dtype=np.int64)
-        mapped[:, c] = lookup[codes]
-        inputs[:, c] = table.codes[c]
-    groups = np.unique(np.vstack([inputs, mapped]), axis=0, return_inverse=True)[1].reshape(-1)
-    g_in, g_sub = groups[:n], groups[n:]
-    have = np.bincount(g_in, minlength=int(groups.max()) + 1)
-    need = np.bincount(g_sub, minlength=have.size)
-    absent = (mapped < 0).any(axis=1) | (_rank_in_group(g_sub) >= have[g_sub])
-    if absent.any():
-        row = int(np.flatnonzero(absent)[0])
-        place = subset.where([row])[0]
-        text = table.delimiter.join(subset.dictionaries[c][int(subset.codes[c][row])] for c in range(len(table.columns)))
-        raise InputError(f"{subset_path}, {place}: row {text[:200]!r} does not occur in {table.source} "
-                         f"(or occurs there fewer times than in the subset)")
-    mask = _rank_in_group(g_in) < need[g_in]  # the first `need` occurrences of each row
-    return mask
-
-
-def _rank_in_group(groups: np.ndarray) -> np.ndarray:
-    """For each element, how many earlier elements share its group (0 for the first)."""
-    order = np.argsort(groups, kind="stable")
-    ordered = groups[order]
-    rank = np.empty(groups.size, dtype=np.int64)
-    rank[order] = np.arange(groups.size) - np.searchsorted(ordered, ordered, side="left")
-    return rank
-
-
-# --------------------------------------------------------------------------- progress
 def _progress_factory(quiet: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
     if quiet or not sys.stderr.isatty():
         return None, lambda: None
@@ -281,53 +171,6 @@ def parse_time_limit(text: str | float | None) -> float | None:
     if not (limit > 0 and math.isfinite(limit)):
         raise InputError(f"--time-limit must be a positive number of seconds or 'none', got {str(text)[:40]!r}")
     return limit
-
-
-def check_output_paths(spec: RunSpec) -> None:
-    """The output and the report may never replace the input (or each other)."""
-    inputs = [p for p in (spec.input, spec.privacy.subset_path, *spec.privacy.hierarchy_paths.values()) if p]
-    for label, path in (("--output", spec.output), ("--report", spec.report)):
-        if path is None:
-            continue
-        if Path(path).is_dir():
-            raise InputError(f"{label} {path}: is a directory; give a file name")
-        for source in inputs:
-            if same_file(path, source):
-                raise InputError(f"{label} {path} is an input file ({source}); refusing to overwrite it")
-    if spec.output is not None and spec.report is not None and same_file(spec.output, spec.report):
-        raise InputError(f"--output and --report name the same file {spec.output}")
-
-
-class Inputs(NamedTuple):
-    table: ColumnarTable
-    kept: list[str]            # columns with a role, in input order
-    removed: list[str]         # identifying columns (no role): never written
-    hierarchies: dict[str, Any]
-    subset: np.ndarray | None  # δ-presence research-subset mask
-
-
-def load_inputs(spec: RunSpec) -> Inputs:
-    """Read and cross-check everything an anonymizing command gets (anonymize, simulate).
-
-    Input and output named and distinct, table read, roles resolved, hierarchies
-    read and covering every value, research subset matched -- each failure one
-    InputError naming file and line, before any work starts.
-    """
-    from fedanon.data.hierarchy import Hierarchy
-
-    if spec.input is None:
-        raise InputError("no input table: give INPUT.csv (or input = \"...\" in the run file)")
-    if spec.output is None:
-        raise InputError("no output file: give --output OUT.csv (or output = \"...\" in the run file)")
-    check_output_paths(spec)
-    _config, hierarchy_paths, _sensitive, subset_path = spec.privacy
-    table = read_table(spec.input, spec.delimiter, spec.encoding)
-    kept, removed = column_roles(table, spec)
-    hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
-                   for attr, path in hierarchy_paths.items()}
-    check_values_in_hierarchies(table, hierarchies)
-    subset = match_subset(table, subset_path) if subset_path is not None else None
-    return Inputs(table, kept, removed, hierarchies, subset)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -371,7 +371,7 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
-    from fedanon.cli.anonymize import load_inputs
+    from fedanon.cli.inputs import load_inputs
     from fedanon.data.io.delimited import write_table_csv
     from fedanon.cli.runconfig import run_from_args
 

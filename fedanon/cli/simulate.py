@@ -25,9 +25,10 @@ from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.kit.optional import require_matplotlib
 from fedanon.parties.reaper import sigterm_safe
+from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
-HELPER = "helper"
+HELPER_NAME = "helper"  # the simulated helper party's name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -212,7 +213,7 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
             write_table_csv(path, cols, data_rows)
             held = [c for c in share.columns if c != share.tid_column]
             parties.append(SimulatedParty(
-                name=name, role="primary", csv_path=path,
+                name=name, role=PRIMARY, csv_path=path,
                 qi_hierarchies={c: hierarchy_paths[c] for c in held if c in qis},
                 # the caller has already removed identifying columns; what is not a QI or a
                 # sensitive attribute of a model is released unchanged (insensitive)
@@ -220,8 +221,8 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
                 insensitive=[c for c in held if c not in qis and c not in sensitive_names],
                 tid_column=share.tid_column, subset_column=subset_col,
             ))
-        if party_roles(names, protocol).get(HELPER) == "helper":
-            parties.append(SimulatedParty(name=HELPER, role="helper"))
+        if party_roles(names, protocol).get(HELPER_NAME) == HELPER:
+            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,
                                 workdir=(base / "daemons") if workdir is not None else None, progress=progress)
     return result.report, result.output_columns, result.output_rows
@@ -256,11 +257,9 @@ def protocol_a_options(args: argparse.Namespace, qis: list[str], hierarchies: di
 
 def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:
     """The simulated run's parties: the primaries, plus a helper if the protocol needs one."""
-    from fedanon.protocols.registry import protocol_spec
-
-    roles = {name: "primary" for name in primaries}
+    roles = {name: PRIMARY for name in primaries}
     if protocol_spec(protocol).needs_helper:
-        roles[HELPER] = "helper"
+        roles[HELPER_NAME] = HELPER
     return roles
 
 
@@ -268,7 +267,6 @@ def protocol_options(protocol: str, metric: str, **flags: Any) -> dict[str, Any]
     """Protocol-specific run options from CLI flags (None = not given), checked against the
     protocol's registry spec: a flag the protocol does not read, or a metric it cannot
     optimize, is an input error before anything starts."""
-    from fedanon.protocols.registry import protocol_spec
 
     spec = protocol_spec(protocol)
     if spec.metrics is not None and metric not in spec.metrics:
@@ -293,7 +291,6 @@ def available_protocols_with_option(option: str) -> list[str]:
 
 
 def protocol_phases(protocol: str) -> tuple[str, ...]:
-    from fedanon.protocols.registry import protocol_spec
 
     return protocol_spec(protocol).phases
 
@@ -306,7 +303,7 @@ def _kb(n: int) -> str:
 def phase_rows(party_reports: dict[str, dict[str, Any]], phases: tuple[str, ...] = PHASES) -> list[dict[str, Any]]:
     """Flatten per-party reports into one row per (party, phase): seconds, bytes sent/received."""
     rows = []
-    ordered = sorted(party_reports.items(), key=lambda item: (item[1].get("role") == "helper", item[0]))
+    ordered = sorted(party_reports.items(), key=lambda item: (item[1].get("role") == HELPER, item[0]))
     for party, rep in ordered:
         traffic = rep.get("traffic", {})
         sent = traffic.get("bytes_sent_by_phase", {})
@@ -444,7 +441,7 @@ def run(args: argparse.Namespace) -> int:
 
         Console().print(
             f"[bold]Protocol {args.protocol}[/bold], {args.distribution}, {args.parties} primaries"
-            f"{' + helper' if HELPER in party_roles(primary_names(args.parties), args.protocol) else ''} "
+            f"{' + helper' if HELPER_NAME in party_roles(primary_names(args.parties), args.protocol) else ''} "
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "

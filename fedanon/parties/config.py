@@ -19,6 +19,7 @@ from fedanon.model.registry import model_types
 from fedanon.errors import InputError, clip
 from fedanon.kit.suggest import check_known_keys
 from fedanon.kit.tomlfile import load_toml_file
+from fedanon.protocols.registry import PARTY_ROLES, PRIMARY
 from fedanon.parties.pki.certs import check_party_name
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -405,14 +406,15 @@ def load_run_config(path: Path) -> RunConfig:
         check_party_name(name)
         sec = _Section(entry, path, f"parties.{name}")
         role = sec.get("role", str)
-        if role not in ("primary", "helper"):
-            raise InputError(f"{path}: parties.{name}.role must be \"primary\" or \"helper\", got {role!r}")
+        if role not in PARTY_ROLES:
+            raise InputError(f"{path}: parties.{name}.role must be one of {', '.join(map(repr, PARTY_ROLES))}, "
+                             f"got {role!r}")
         parties.append(RunPartyEntry(name, check_address(path, f"parties.{name}.address", sec.get("address", str)), role))
     if len(parties) < 2:
         raise InputError(f"{path}: a run needs at least two parties in [parties]")
     recipient = run.get("result_recipient", str, "")
     if not recipient:
-        recipient = next((p.name for p in parties if p.role == "primary"), "")
+        recipient = next((p.name for p in parties if p.role == PRIMARY), "")
     if recipient not in {p.name for p in parties}:
         raise InputError(f"{path}: run.result_recipient {recipient!r} is not one of the parties")
     distribution = run.get("distribution", str, "horizontal")

@@ -49,6 +49,7 @@ from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 from fedanon.protocols.kit.api import LocalData, RoleContext, RunSettings
 from fedanon.protocols.kit.codec import decompression_limit
+from fedanon.protocols.registry import PRIMARY, check_roles, protocol_spec, role_function
 
 VERSION = "fedanon-party/1"
 _MIN_RECEIVE_THROUGHPUT = 1 << 20  # bytes/s a sender must sustain: a message's deadline grows with its size
@@ -343,7 +344,6 @@ class PartyService(pb_grpc.PartyServicer):
             raise _public(f"malformed run request: config or options is not JSON ({type(exc).__name__})") from None
         if not isinstance(config_dict, dict) or not isinstance(options, dict):
             raise _public("malformed run request: config and options must be JSON objects")
-        from fedanon.protocols.registry import check_roles, protocol_spec, role_function
 
         try:
             spec = protocol_spec(request.protocol)
@@ -381,7 +381,7 @@ class PartyService(pb_grpc.PartyServicer):
         except FedanonError as exc:
             raise _public(str(exc)) from None
         local = None
-        if self.cfg.data is not None and parties[self.cfg.name] == "primary" and spec.anonymizes:
+        if self.cfg.data is not None and parties[self.cfg.name] == PRIMARY and spec.anonymizes:
             local = self._local_data()
         return settings, local
 
@@ -418,7 +418,6 @@ class PartyService(pb_grpc.PartyServicer):
         return InputError(f"injected fault in phase {phase} at {self.cfg.name}: {where} row 1 = {row}")
 
     def _execute(self, state: RunState) -> None:
-        from fedanon.protocols.registry import role_function
 
         settings = state.settings
         transport = state.transport

@@ -30,6 +30,7 @@ import tomli_w
 from fedanon.errors import InputError, PeerError
 from fedanon.parties import reaper
 from fedanon.parties.pki import certs
+from fedanon.protocols.registry import PARTY_ROLES, PRIMARY
 from fedanon.parties.config import (
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict,
 )
@@ -43,7 +44,7 @@ _PORT_ATTEMPTS = 3
 @dataclass
 class SimulatedParty:
     name: str
-    role: str  # "primary" or "helper"
+    role: str  # a registry party role: PRIMARY or HELPER
     csv_path: Path | None = None
     qi_hierarchies: dict[str, Path] = field(default_factory=dict)
     sensitive: dict[str, Path | None] = field(default_factory=dict)
@@ -98,8 +99,9 @@ class SimulatedNetwork:
             raise InputError(f"{COORDINATOR!r} is reserved for the simulation's coordinator")
         for p in parties:
             certs.check_party_name(p.name)
-            if p.role not in ("primary", "helper"):
-                raise InputError(f"party {p.name!r}: role must be 'primary' or 'helper', got {p.role!r}")
+            if p.role not in PARTY_ROLES:
+                raise InputError(f"party {p.name!r}: role must be one of {', '.join(map(repr, PARTY_ROLES))}, "
+                                 f"got {p.role!r}")
         self.parties = parties
         self.limits = limits or Limits()
         self.log_level = log_level
@@ -248,7 +250,7 @@ class SimulatedNetwork:
     def run_config(self, protocol: str, distribution: str = "horizontal", config: Any = None,
                    result_recipient: str | None = None, options: dict[str, Any] | None = None,
                    coordinator: str = COORDINATOR) -> RunConfig:
-        recipient = result_recipient or next((p.name for p in self.parties if p.role == "primary"), self.parties[0].name)
+        recipient = result_recipient or next((p.name for p in self.parties if p.role == PRIMARY), self.parties[0].name)
         return RunConfig(
             coordinator=coordinator, tls=self.tls(coordinator), protocol=protocol, distribution=distribution,
             parties=[RunPartyEntry(p.name, self.address(p.name), p.role) for p in self.parties],

@@ -10,7 +10,7 @@ How to add a protocol (e.g. C):
 1. write `fedanon/protocols/protocol_x.py` on the shared role base
    (`fedanon.protocols.kit.roles`: phase timer, typed control messages, report
    assembly, `guarded` roles and `stop_run` for run-wide failure);
-2. end it with `ROLES = {"primary": ..., "helper": ...}` (only the roles it has);
+2. end it with `ROLES = {PRIMARY: ..., HELPER: ...}` (only the roles it has);
 3. add a `ProtocolSpec` below. Nothing else in parties/ or cli/ needs to change.
 """
 
@@ -21,6 +21,13 @@ from dataclasses import dataclass
 
 from fedanon.errors import ProtocolError
 from fedanon.protocols.kit.api import RoleFunction
+
+# The two kinds of party every protocol is built from: a primary holds data, a helper holds none
+# (it computes on what the primaries send it). Protocols name their roles from these; the party
+# and CLI layers use these names and never spell a role themselves.
+PRIMARY = "primary"
+HELPER = "helper"
+PARTY_ROLES = (PRIMARY, HELPER)
 
 
 @dataclass(frozen=True)
@@ -95,10 +102,10 @@ def check_roles(protocol: str, roles: dict[str, str]) -> list[str]:
         if role not in spec.roles:
             problems.append(f"party {party!r} has role {role!r}, but protocol {spec.name} has only "
                             f"{' and '.join(repr(r) for r in spec.roles)} parties")
-    helpers = [p for p, r in roles.items() if r == "helper"]
+    helpers = [p for p, r in roles.items() if r == HELPER]
     if spec.needs_helper and len(helpers) != 1:
         problems.append(f"protocol {spec.name} needs exactly one helper party, the run names {len(helpers)}")
-    primaries = sum(1 for r in roles.values() if r == "primary")
+    primaries = sum(1 for r in roles.values() if r == PRIMARY)
     if spec.anonymizes and primaries < spec.min_primaries:
         problems.append(f"protocol {spec.name} needs at least {spec.min_primaries} primary (data-holding) "
                         f"part{'y' if spec.min_primaries == 1 else 'ies'}, the run names {primaries}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome, RunSettings
-from fedanon.protocols.registry import role_function
+from fedanon.protocols.registry import PRIMARY, role_function
 from fedanon.protocols.kit.transport import InMemoryNetwork, InMemoryTransport
 
 
@@ -53,7 +53,7 @@ def run_in_memory(settings: RunSettings, local: dict[str, LocalData | None], *, 
 
     def body(name: str) -> None:
         role = settings.parties[name]
-        ctx = RoleContext(name, run.transports[name], settings, local.get(name) if role == "primary" else None)
+        ctx = RoleContext(name, run.transports[name], settings, local.get(name) if role == PRIMARY else None)
         try:
             outcome = role_function(settings.protocol, role)(ctx)
             outcome.report["traffic"] = run.transports[name].stats.as_dict()

@@ -15,6 +15,7 @@ import tomli_w
 
 import fedanon
 from fedanon.cli import main
+from cli_checks import one_line_error as _one_line_error
 from fedanon.parties.pki import certs
 from fedanon.parties.config import RunConfig, RunPartyEntry, TlsFiles, run_config_dict
 
@@ -22,13 +23,6 @@ EX = Path(fedanon.__file__).parent / "data" / "example"
 AGE = EX / "example_hierarchy_age.csv"
 
 
-def _one_line_error(capsys, *args: object) -> str:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------- delimiter

@@ -9,17 +9,11 @@ import pytest
 
 import fedanon
 from fedanon.cli import main
+from cli_checks import one_line_error as _one_line_error
 
 EX = Path(fedanon.__file__).parent / "data" / "example"
 
 
-def _one_line_error(capsys, *args: object) -> str:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------- a second --sensitive

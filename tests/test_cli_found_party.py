@@ -19,6 +19,7 @@ from example_parties import example_primaries
 
 import fedanon
 from fedanon.cli import main
+from cli_checks import one_line_error as _one_line_error
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.pki import certs
 from fedanon.parties.config import DataConfig, PartyConfig, TlsFiles, party_config_dict, run_config_dict
@@ -28,13 +29,6 @@ EX = Path(fedanon.__file__).parent / "data" / "example"
 ROOT = Path(fedanon.__file__).resolve().parent.parent
 
 
-def _one_line_error(capsys, *args: object) -> str:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -63,3 +63,12 @@ def test_b_helper_duplicating_every_row_is_caught(adult, tmp_path, monkeypatch, 
         _simulate(adult, tmp_path, "B", split)
     text = str(caught.value)
     assert "the result holds 800 rows" in text and "announced" in text, text
+
+
+def test_c_helper_marking_pseudotuples_real_is_caught(adult, tmp_path, monkeypatch) -> None:
+    """Every counter re-encrypted as Enc(1): the key holder would keep the 25 % fake rows as real."""
+    _deviate(monkeypatch, "c-helper-counters-all-real")
+    with pytest.raises(FedanonError) as caught:
+        _simulate(adult, tmp_path, "C", n=3000, counters="elgamal")
+    text = str(caught.value)
+    assert "the result holds 3750 rows" in text and "announced 3000" in text, text

@@ -107,16 +107,15 @@ def digest(key: bytes, columns: Sequence[str], codes: np.ndarray, dictionaries: 
     """
     if codes.shape[0] == 0:
         return 0
-    names = [_field(c.encode("utf-8")) for c in columns]
     forms, counts = np.unique(np.ascontiguousarray(codes), axis=0, return_counts=True)
+    used = [np.unique(forms[:, j]).tolist() for j in range(forms.shape[1])]
+    cells = [{code: _field(name.encode("utf-8")) + _field(dictionary[code]) for code in codes_j}
+             for name, dictionary, codes_j in zip(columns, dictionaries, used)]
     total = 0
-    base = hmac.new(key, digestmod=hashlib.sha256)
+    new, sha256, join = hmac.new, hashlib.sha256, b"".join
     for form, count in zip(forms.tolist(), counts.tolist()):
-        mac = base.copy()
-        for name, dictionary, code in zip(names, dictionaries, form):
-            mac.update(name)
-            mac.update(_field(dictionary[code]))
-        total += count * int.from_bytes(mac.digest(), "big")
+        data = join([cell[code] for cell, code in zip(cells, form)])
+        total += count * int.from_bytes(new(key, data, sha256).digest(), "big")
     return total % MODULUS
 
 

@@ -72,3 +72,25 @@ def test_c_helper_marking_pseudotuples_real_is_caught(adult, tmp_path, monkeypat
         _simulate(adult, tmp_path, "C", n=3000, counters="elgamal")
     text = str(caught.value)
     assert "the result holds 3750 rows" in text and "announced 3000" in text, text
+
+
+def test_a_master_duplicating_every_row_is_caught(adult, tmp_path, monkeypatch) -> None:
+    """Protocol A has no helper: its master anonymizes. Doubling the rows keeps every check but the count."""
+    _deviate(monkeypatch, "a-master-duplicates-rows")
+    with pytest.raises(FedanonError) as caught:
+        _simulate(adult, tmp_path, "A")
+    text = str(caught.value)
+    assert "the master deviated" in text and "the result holds 800 rows" in text and "announced 400" in text, text
+
+
+@pytest.mark.parametrize("deviation, named", [
+    ("b-helper-drops-rows", "the result holds 390 rows, but the primaries announced 400"),
+    ("b-helper-swaps-rows", "the multiset digest differs"),
+    ("b-helper-reports-another-transformation", "the multiset digest differs"),
+    ("b-helper-suppresses-more", "violates the run's privacy model"),
+])
+def test_b_helper_deviations_are_caught_and_named(adult, tmp_path, monkeypatch, deviation: str, named: str) -> None:
+    _deviate(monkeypatch, deviation)
+    with pytest.raises(FedanonError) as caught:
+        _simulate(adult, tmp_path, "B")
+    assert named in str(caught.value), str(caught.value)

@@ -94,3 +94,12 @@ def test_b_helper_deviations_are_caught_and_named(adult, tmp_path, monkeypatch, 
     with pytest.raises(FedanonError) as caught:
         _simulate(adult, tmp_path, "B")
     assert named in str(caught.value), str(caught.value)
+
+
+def test_c_helper_swapping_the_counter_key_is_caught(adult, tmp_path, monkeypatch) -> None:
+    """With its own counter key in the roster the helper could read every class size; the key holder's
+    signature over its key (made with its TLS key) does not verify for the swapped one."""
+    _deviate(monkeypatch, "c-helper-swaps-counter-key")
+    with pytest.raises(FedanonError) as caught:
+        _simulate(adult, tmp_path, "C", counters="elgamal")
+    assert "counter key" in str(caught.value) or "signature" in str(caught.value), str(caught.value)

@@ -59,7 +59,8 @@ def test_a_primary_stopped_before_its_first_channel_is_unresponsive_within_two_h
     message = str(err.value)
     assert "'p2'" in message and "unresponsive" in message, message
     assert "handshake failed" not in message and "certificate" not in message, message
-    assert elapsed <= 2 * HEARTBEAT + 2.0, f"reported after {elapsed:.1f} s: {message}"
+    # two heartbeats, plus the coordinator's own start (its channels, the healthy parties' handshakes) on a loaded host
+    assert elapsed <= 2 * HEARTBEAT + 3.0, f"reported after {elapsed:.1f} s: {message}"
 
 
 def test_a_rejected_certificate_is_still_named_a_tls_failure(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def test_fedanon_simulate_killed_mid_run_leaves_nothing(tmp_path: Path) -> None:
             proc.wait()
 
 
-@pytest.mark.parametrize("moment", ["fedanon-hier-*", "fedanon-simulate-*", "fedanon-sim-*/*.ready"])
+@pytest.mark.parametrize("moment", ["fedanon-hier-*", "fedanon-simulate-*", "fedanon-sim-*", "fedanon-sim-*/*.ready"])
 def test_fedanon_simulate_killed_leaves_no_temporary_folder(tmp_path: Path, moment: str) -> None:
     """SIGKILL as soon as the temporary hierarchy folder exists, and once the daemons are up:
     the folder of normalized hierarchies (written even when unused) was never handed to the reaper."""

@@ -105,18 +105,41 @@ def test_fedanon_simulate_killed_mid_run_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
     cmd = [sys.executable, "-m", "fedanon", "simulate", str(EXAMPLE / "example.csv"),
            "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
-           "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}", "--sensitive", "diagnosis",
+           "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
            "--k", "2", "--parties", "2", "-o", str(out), "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path)
     try:
         # kill as soon as the daemons are up (all ready files written)
         _wait(lambda: len(list(tmp_path.glob("fedanon-sim-*/*.ready"))) >= 3 or proc.poll() is not None, 60)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""  # it must still run to be killed
         daemons = [p for p in _children(proc.pid) if "party" in Path(f"/proc/{p}/cmdline").read_text()]
         proc.send_signal(signal.SIGKILL)
         proc.wait(20)
         assert _wait(lambda: not any(_alive(p) for p in daemons), 15)
         assert _wait(lambda: not list(tmp_path.glob("fedanon-*")), 15), list(tmp_path.iterdir())
         assert not out.exists() or out.stat().st_size > 0  # never a partial output file
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("moment", ["fedanon-hier-*", "fedanon-simulate-*", "fedanon-sim-*", "fedanon-sim-*/*.ready"])
+def test_fedanon_simulate_killed_leaves_no_temporary_folder(tmp_path: Path, moment: str) -> None:
+    """SIGKILL as soon as the temporary hierarchy folder exists, and once the daemons are up:
+    the folder of normalized hierarchies (written even when unused) was never handed to the reaper."""
+    out = tmp_path / "out.csv"
+    cmd = [sys.executable, "-m", "fedanon", "simulate", str(EXAMPLE / "example.csv"),
+           "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
+           "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
+           "--k", "2", "--parties", "2", "-o", str(out), "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path)
+    try:
+        reached = _wait(lambda: bool(list(tmp_path.glob(moment))) or proc.poll() is not None, 60)
+        assert reached and proc.poll() is None, "the simulation ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+        assert _wait(lambda: not list(tmp_path.glob("fedanon-*")), 15), list(tmp_path.iterdir())
     finally:
         if proc.poll() is None:
             proc.kill()

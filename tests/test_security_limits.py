@@ -256,6 +256,10 @@ def test_a_stopped_peer_is_reported_unresponsive_by_name_within_two_heartbeats(t
     ("idle_stream_s = -3.5", "idle_stream_s"), ("max_streams_per_peer = 0", "max_streams_per_peer"),
     ("prepared_ttl_s = 0", "prepared_ttl_s"), ("max_decompressed_mib = true", "max_decompressed_mib"),
     ("no_such_limit = 1", "no_such_limit"),
+    # finite and positive, but implausible: a ping storm, a thread pool of millions
+    ("heartbeat_s = 1e-9", "heartbeat_s"), ("max_streams_per_peer = 1000000", "max_streams_per_peer"),
+    ("heartbeat_s = 7200", "heartbeat_s"), ("idle_stream_s = 0.01", "idle_stream_s"),
+    ("rpc_timeout_s = 0.001", "rpc_timeout_s"), ("max_payload_mib = 10000000", "max_payload_mib"),
 ])
 def test_check_config_rejects_nonsense_limits(tmp_path: Path, capsys, line: str, key: str) -> None:
     path = tmp_path / "party.toml"

@@ -112,7 +112,8 @@ def reported_suppressed_rows(path: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.data.io.delimited import check_encoding, delimiter_hint, parse_delimiter, read_table_csv
+    from fedanon.data.io.columnar import delimiter_hint
+    from fedanon.data.io.delimited import check_encoding, parse_delimiter, read_table_csv
     from fedanon.data.hierarchy import Hierarchy
     from fedanon.data.table import EncodedTable
     from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk

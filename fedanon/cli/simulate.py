@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.kit.optional import require_matplotlib
-from fedanon.parties.reaper import sigterm_safe
+from fedanon.parties.reaper import guarded_temp_dir, sigterm_safe
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
@@ -197,7 +196,7 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
 
     qis = set(config.quasi_identifiers)
     sensitive_names = set(config.sensitive_attributes)
-    with tempfile.TemporaryDirectory(prefix="fedanon-simulate-") as tmp, reaper.guarded_dir(Path(tmp)):
+    with reaper.guarded_temp_dir("fedanon-simulate-") as tmp:
         base = Path(workdir) if workdir is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         parties: list[SimulatedParty] = []
@@ -388,7 +387,8 @@ def run(args: argparse.Namespace) -> int:
                                     pseudotuples=args.pseudotuples))
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
-    with tempfile.TemporaryDirectory(prefix="fedanon-hier-") as hier_dir:
+    # the reaper removes the folder should this process be killed (SIGKILL skips the `with`)
+    with guarded_temp_dir("fedanon-hier-") as hier_dir:
         if not hierarchy_paths:
             for attr, h in hierarchies.items():
                 hierarchy_paths[attr] = Path(hier_dir) / f"{attr}.csv"

@@ -67,23 +67,29 @@ class DataConfig:
 class Limits:
     """What a daemon (or coordinator) accepts and how long it waits; the README has the table.
 
-    Sizes are held in bytes; the TOML keys are in KiB/MiB (`LIMIT_KEYS`).
+    Sizes are held in bytes; the TOML keys are in KiB/MiB (`LIMIT_KEYS`). Each limit has a
+    plausible range (`LIMIT_BOUNDS`, noted beside each field): `validate` refuses values outside
+    it, since such a daemon would not fail cleanly but misbehave later.
     """
 
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    rpc_timeout_s: float = 30.0  # one control RPC; a message gets this plus its size at 2 MiB/s
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES    # one gRPC message of a stream (16 KiB..16 MiB)
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one protocol message, held whole (1 MiB..64 GiB)
+    rpc_timeout_s: float = 30.0  # one control RPC; a message gets this plus its size at 2 MiB/s (1 s..1 day)
     heartbeat_s: float = 2.0     # a waiting party pings its peers this often; no answer within it = unresponsive
-    max_streams_per_peer: int = 8             # open Deliver streams one peer may hold at this daemon
-    max_run_buffer_bytes: int = 2 << 30       # bytes buffered (received, not yet consumed) for one run
-    max_buffer_bytes: int = 4 << 30           # the same over all runs of this daemon
-    idle_stream_s: float = 60.0               # a message stream with no chunk for this long is cut
-    max_decompressed_bytes: int = 4 << 30     # a Snappy block may declare at most this many bytes
-    prepared_ttl_s: float = 600.0             # a prepared run not started within this is dropped
+    #                              (0.1 s..1 h: faster floods the peers, slower leaves a stopped peer unnoticed)
+    max_streams_per_peer: int = 8             # open Deliver streams one peer may hold at this daemon (1..256:
+    #                                           each may hold a server thread, and the pool grows with it)
+    max_run_buffer_bytes: int = 2 << 30       # bytes buffered (received, not yet consumed) for one run (1 MiB..1 TiB)
+    max_buffer_bytes: int = 4 << 30           # the same over all runs of this daemon (1 MiB..1 TiB)
+    idle_stream_s: float = 60.0               # a message stream with no chunk for this long is cut (0.5 s..1 day)
+    max_decompressed_bytes: int = 4 << 30     # a Snappy block may declare at most this many bytes (1 MiB..64 GiB)
+    prepared_ttl_s: float = 600.0             # a prepared run not started within this is dropped (1 s..7 days)
     receive_timeout_s: float = 300.0          # run config: how long one protocol step may wait for a peer
+    #                                           (1 s..7 days)
 
     def validate(self, where: str = "limits") -> "Limits":
-        """InputError naming the key for zero, negative, NaN or infinite limits (also checked at start-up)."""
+        """InputError naming the key for a limit that is not a number, or outside its plausible range
+        (`LIMIT_BOUNDS`, in the TOML key's unit); also checked at daemon start-up."""
         for key, (attr, unit, kind) in LIMIT_KEYS.items():
             value = getattr(self, attr)
             if kind is float:
@@ -92,14 +98,32 @@ class Limits:
                     raise InputError(f"{where}: limits.{key} must be a positive, finite number of seconds, got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value < unit:
                 raise InputError(f"{where}: limits.{key} must be a positive whole number, got {value!r} bytes")
-        if not 16 <= self.chunk_bytes // 1024 <= 16384:
-            raise InputError(f"{where}: limits.chunk_kib must be within 16..16384")
-        if self.heartbeat_s > 3600 or self.rpc_timeout_s > 86400 or self.idle_stream_s > 86400 \
-                or self.prepared_ttl_s > 7 * 86400:
-            raise InputError(f"{where}: a time limit is implausibly long (heartbeat_s <= 3600, others <= 1 day; "
-                             "prepared_ttl_s <= 7 days)")
+            low, high, why = LIMIT_BOUNDS[key]
+            shown = value / unit if kind is int and unit > 1 else value
+            if not low <= shown <= high:
+                raise InputError(f"{where}: limits.{key} = {shown:g} is implausible: it must be within "
+                                 f"{low:g}..{high:g} ({why})")
         return self
 
+
+# TOML key -> (lowest, highest plausible value in the key's unit, why). Outside these a daemon
+# would not fail cleanly later -- it would flood its peers, starve itself of threads or memory,
+# or never notice a dead peer -- so `check-config` and start-up refuse them
+# (docs/security-deviations.md has the same table).
+LIMIT_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "chunk_kib": (16, 16384, "gRPC message size per chunk"),
+    "max_payload_mib": (1, 65536, "one protocol message is held in memory whole"),
+    "rpc_timeout_s": (1, 86400, "below 1 s a loaded host fails control calls; a day is no longer a timeout"),
+    "heartbeat_s": (0.1, 3600, "below 0.1 s the pings of every waiting party flood its peers; "
+                               "above an hour a stopped peer goes unnoticed"),
+    "max_streams_per_peer": (1, 256, "every stream may hold one server thread; the pool grows with this"),
+    "max_run_buffer_mib": (1, 1048576, "bytes buffered in memory for one run"),
+    "max_buffer_mib": (1, 1048576, "bytes buffered in memory over all runs"),
+    "idle_stream_s": (0.5, 86400, "below 0.5 s streams are cut between two chunks on a loaded host"),
+    "max_decompressed_mib": (1, 65536, "an expanded Snappy block is held in memory whole"),
+    "prepared_ttl_s": (1, 7 * 86400, "a prepared run must survive its own start; a week is no longer a limit"),
+    "receive_timeout_s": (1, 7 * 86400, "one protocol step's wait for a peer that makes no progress"),
+}
 
 # TOML key -> (Limits attribute, unit in bytes (1 for counts) or 0 for seconds, type)
 LIMIT_KEYS: dict[str, tuple[str, int, type]] = {

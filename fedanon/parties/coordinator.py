@@ -27,7 +27,7 @@ from fedanon.data.io.delimited import write_table_csv
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
 from fedanon.parties.pki.certs import certificate_name
-from fedanon.parties.wire.grpc_transport import describe_rpc_error
+from fedanon.parties.wire.grpc_transport import describe_rpc_error, unresponsive
 from fedanon.parties.pki.identity import new_nonce, verify_identity
 from fedanon.parties.wire.resultwire import decode_result
 from fedanon.parties.pki.tls import client_credentials, open_channel
@@ -35,6 +35,7 @@ from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
 _ABORT_GRACE_S = 1.0  # after the first failure, before the coordinator aborts the others
+_HUNG_SHARE = 0.9  # a ping that fails only after this share of its deadline went unanswered: hung, not refused
 COLLECT_AFTER_ABORT_S = 5.0  # after its abort, how long it still collects the others' reasons (+ 2 heartbeats)
 EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/"end", elapsed
 
@@ -103,12 +104,14 @@ class Coordinator:
         return next(p for p in self.cfg.parties if p.name == name)
 
     def _fail_rpc(self, name: str, exc: grpc.RpcError, what: str) -> PeerError:
-        return PeerError(f"{what}: " + describe_rpc_error(name, exc, self._entry(name).address))
+        return PeerError(f"{what}: " + describe_rpc_error(name, exc, self._entry(name).address,
+                                                          self.cfg.limits.heartbeat_s))
 
     # ------------------------------------------------------------------ steps
     def ping_all(self) -> dict[str, float]:
         """Round-trip time per party; PeerError for the first party that is down, untrusted, or someone else."""
-        timeout = min(10.0, self.cfg.limits.rpc_timeout_s)
+        # a party that does not answer is named unresponsive within two heartbeats
+        timeout = min(10.0, self.cfg.limits.rpc_timeout_s, 2 * self.cfg.limits.heartbeat_s)
         nonces = {p.name: new_nonce() for p in self.cfg.parties}
         futs = {p.name: (time.perf_counter(),
                          self._stubs[p.name].Ping.future(pb.PingRequest(nonce=nonces[p.name]), timeout=timeout))
@@ -121,6 +124,10 @@ class Coordinator:
             try:
                 reply = fut.result()
             except grpc.RpcError as exc:
+                waited = time.perf_counter() - t0
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED or waited >= _HUNG_SHARE * timeout:
+                    raise PeerError("cannot reach the run's parties: "
+                                    + unresponsive(name, waited, self._entry(name).address)) from None
                 raise self._fail_rpc(name, exc, "cannot reach the run's parties") from None
             rtt[name] = time.perf_counter() - t0
             verify_identity(reply.identity_certificate, reply.identity_signature, expected=name,

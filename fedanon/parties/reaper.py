@@ -19,10 +19,12 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -92,6 +94,30 @@ def guarded_dir(path: Path) -> Iterator[Path]:
     try:
         yield path
     finally:
+        release_dir(path)
+
+
+@contextmanager
+def guarded_temp_dir(prefix: str) -> Iterator[Path]:
+    """A fresh private folder in the temporary directory that the watcher knows of *before* it exists.
+
+    Why not `TemporaryDirectory` + `guarded_dir`: between creating the folder and registering it
+    (which may first start the watcher process) a kill would leave the folder behind. Here the
+    name is registered first; the watcher removes whatever exists under it when this process dies.
+    """
+    base = Path(tempfile.gettempdir())
+    while True:
+        path = (base / f"{prefix}{secrets.token_hex(8)}").resolve()
+        guard_dir(path)
+        try:
+            path.mkdir(mode=0o700)
+            break
+        except FileExistsError:  # someone else's: forget it at once and draw another name
+            release_dir(path)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
         release_dir(path)
 
 

@@ -28,7 +28,8 @@ BUILDERS: dict[str, Callable[..., Hierarchy]] = {
 
 def column_values(path: str | Path, column: str, delimiter: str = ";", encoding: str = "utf-8") -> list[str]:
     """Distinct values of one column of a CSV table (first-appearance order)."""
-    from fedanon.data.io.delimited import delimiter_hint, read_table_csv
+    from fedanon.data.io.columnar import delimiter_hint
+    from fedanon.data.io.delimited import read_table_csv
 
     header, rows = read_table_csv(path, delimiter, encoding)
     if column not in header:

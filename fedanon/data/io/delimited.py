@@ -29,7 +29,7 @@ import numpy as np
 
 from fedanon.kit.atomicfile import atomic_binary
 from fedanon.kit.cores import available_cores
-from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, delimiter_hint, narrow_codes,
+from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, narrow_codes,
                                        numpy_integers)
 from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError

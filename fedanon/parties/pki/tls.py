@@ -90,7 +90,16 @@ def caller_alt_names(context: grpc.ServicerContext) -> list[str]:
 
 
 class ChannelPool:
-    """One channel per peer, reused across runs; dropped after a failure so a restarted peer is redialled."""
+    """One channel per peer, reused across runs; dropped after a failure so a restarted peer is redialled.
+
+    A gRPC channel reconnects by itself (a peer restarted, a link came back, an idle
+    connection was closed), and every new connection may reach another server. The
+    identity proof therefore belongs to a *connection*: a connectivity watcher forgets a
+    channel's proof as soon as its connection drops and counts its transitions to READY,
+    and `verified` proves the server again unless the proof was made on the connection
+    that is up now. (What remains: a connection that drops and comes back between a
+    proof and the very next call; the TLS target name is still checked on it.)
+    """
 
     def __init__(self, tls: TlsFiles, limits: Limits) -> None:
         self._creds = client_credentials(tls)
@@ -98,9 +107,10 @@ class ChannelPool:
         self._revoked = tls.revoked_fingerprints()
         self.me = certificate_name(cert)
         self._limits = limits
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a connectivity callback may run on the subscribing thread
         self._channels: dict[tuple[str, str], grpc.Channel] = {}
-        self._verified: set[int] = set()  # id() of channels whose server proved its CN
+        self._verified: dict[int, int] = {}  # id() of a channel -> its connection count when its server proved its CN
+        self._connections: dict[int, int] = {}  # id() of a channel -> how often it became READY
 
     def get(self, name: str, address: str) -> grpc.Channel:
         with self._lock:
@@ -108,17 +118,31 @@ class ChannelPool:
             ch = self._channels.get(key)
             if ch is None:
                 ch = self._channels[key] = open_channel(address, name, self._creds, self._limits)
+                self._connections[id(ch)] = 0
+                ch.subscribe(self._watcher(id(ch)), try_to_connect=False)
             return ch
 
+    def _watcher(self, channel_id: int):  # type: ignore[no-untyped-def]
+        def on_state(state: grpc.ChannelConnectivity) -> None:
+            with self._lock:
+                if channel_id not in self._connections:
+                    return
+                if state == grpc.ChannelConnectivity.READY:
+                    self._connections[channel_id] += 1
+                else:  # the connection is gone (or not yet up): whatever comes next must prove itself again
+                    self._verified.pop(channel_id, None)
+        return on_state
+
     def verified(self, name: str, address: str, known: list[str]) -> grpc.Channel:
-        """The channel to `name`, after its server proved (once per channel) that its certificate CN is `name`."""
+        """The channel to `name`, after its server proved, on the current connection, that its certificate CN is `name`."""
         from fedanon.parties.pki.identity import new_nonce, verify_identity
         from fedanon.proto import fedanon_pb2 as pb
         from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
         ch = self.get(name, address)
-        if id(ch) in self._verified:
-            return ch
+        with self._lock:
+            if id(ch) in self._verified and self._verified[id(ch)] == self._connections.get(id(ch)):
+                return ch  # proved on this very connection, which has not dropped since
         nonce = new_nonce()
         reply = pb_grpc.PartyStub(ch).Ping(pb.PingRequest(nonce=nonce),
                                            timeout=min(self._limits.rpc_timeout_s, max(5.0, 2 * self._limits.heartbeat_s)))
@@ -130,14 +154,17 @@ class ChannelPool:
             raise
         with self._lock:
             if self._channels.get((name, address)) is ch:
-                self._verified.add(id(ch))
+                # the count after the proof: a READY reported late makes the next call prove once more
+                self._verified[id(ch)] = self._connections.get(id(ch), 0)
         return ch
 
     def drop(self, name: str, address: str) -> None:
         with self._lock:
             ch = self._channels.pop((name, address), None)
         if ch is not None:
-            self._verified.discard(id(ch))
+            with self._lock:
+                self._verified.pop(id(ch), None)
+                self._connections.pop(id(ch), None)
             ch.close()
 
     def close(self) -> None:

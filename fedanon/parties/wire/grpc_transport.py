@@ -22,6 +22,7 @@ import grpc
 from fedanon.errors import PeerError, scrub
 from fedanon.parties.config import Limits
 from fedanon.parties.wire.inbox import RunInbox
+from fedanon.parties.wire.liveness import SILENT, probe_tls, silent_message
 from fedanon.parties.pki.tls import ChannelPool
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
@@ -40,8 +41,13 @@ def unresponsive(peer: str, waited_s: float, address: str | None = None) -> str:
             "(process stopped or hung, host overloaded, or the link to it is down; limits.heartbeat_s)")
 
 
-def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None) -> str:
-    """One clear line for a failed call to `peer`, keyed on the gRPC status."""
+def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None, probe_s: float | None = None) -> str:
+    """One clear line for a failed call to `peer`, keyed on the gRPC status.
+
+    With `address` and `probe_s`, a handshake failure is checked before it is called one:
+    a peer that accepts TCP but does not answer a TLS ClientHello within `probe_s` seconds
+    is unresponsive (stopped or hung), not a certificate problem (`parties/liveness.py`).
+    """
     code = exc.code() if hasattr(exc, "code") else None
     details = (exc.details() if hasattr(exc, "details") else "") or ""
     where = f" at {address}" if address else ""
@@ -52,6 +58,8 @@ def describe_rpc_error(peer: str, exc: grpc.RpcError, address: str | None = None
             # gRPC's TCP connect step gave up: nothing answered (link down, host off, firewall drops).
             hint = "no TCP connection: link down, host off, or a firewall drops the port"
         elif "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
+            if address and probe_s and probe_tls(address, probe_s) == SILENT:
+                return silent_message(peer, probe_s, address)
             hint = "TLS handshake failed (certificate not signed by the run CA, or wrong name)"
         return f"party {peer!r}{where} is unreachable ({hint}): {details}"
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
@@ -171,7 +179,8 @@ class GrpcTransport(Transport):
             self._links.failed(to)
             if self._inbox.aborted:
                 raise PeerError(self._inbox.aborted) from None
-            raise PeerError(f"{self.me}: sending {topic!r}: " + describe_rpc_error(to, exc)) from None
+            raise PeerError(f"{self.me}: sending {topic!r}: " + describe_rpc_error(
+                to, exc, self._links.addresses.get(to), self._limits.heartbeat_s)) from None
         self.wire_sent[(self.phase, to)] += counter[0]
 
     # ------------------------------------------------------------------ receiving
@@ -221,8 +230,9 @@ class GrpcTransport(Transport):
                 self._misses[peer] += 1
                 if hung or self._misses[peer] >= _DOWN_MISSES:
                     self._links.failed(peer)
-                    out.append(unresponsive(peer, waited, self._links.addresses.get(peer)) if hung
-                               else describe_rpc_error(peer, exc))
+                    address = self._links.addresses.get(peer)
+                    out.append(unresponsive(peer, waited, address) if hung
+                               else describe_rpc_error(peer, exc, address, self._limits.heartbeat_s))
                 else:
                     out.append("")
                 continue

@@ -26,6 +26,8 @@ decrypt    right-sequential round robin (R-SRR) from the master: each party remo
            decoding: the recipient looks the hashed elements up in its own dictionaries,
            the rest go round the ring once; each owner sends what it can decode straight
            to the recipient                                       a/decode-ask, a/decoded
+           every primary tells the recipient directly how many of its rows the release must hold
+           (never via the master); the recipient checks the count before it accepts  a/rows
 
 Only dictionaries are encrypted (§4.5.4): every distinct value of a column -- data and
 hierarchy values alike -- is one group element, encrypted once per hop, and the hierarchy
@@ -692,6 +694,42 @@ class _Party(DataHolder):
         verify_suppression(list(table.columns), rows, mask, set(self.settings.config.quasi_identifiers))
         return list(table.columns), rows
 
+    def _released_rows(self) -> int | None:
+        """How many of our rows the release must hold: all, or with delta-presence our research
+        subset (None where we do not hold the subset flags)."""
+        if self.settings.config.delta_presence is None:
+            return len(self.local.rows)
+        subset = self.local.research_subset
+        return None if subset is None else int(np.count_nonzero(np.asarray(subset, dtype=bool)))
+
+    def _count_problems(self, released: int) -> list[LocalProblem]:
+        """A release that counts: the rows released against the rows each primary announced directly
+        (a master that duplicates or drops rows passes the privacy and own-rows checks otherwise)."""
+        counts = {self.me: self._released_rows()}
+        for party in self.ring:
+            if party != self.me:
+                blob = self.transport.receive(party, "a/rows")
+                try:
+                    value = json.loads(blob)
+                    counts[party] = None if value is None else int(value)
+                except (ValueError, TypeError):
+                    raise ProtocolError(f"party {party!r} sent a malformed row count") from None
+        known = [c for c in counts.values() if c is not None]
+        if not known:
+            return []
+        if self.vertical:  # every party holds every row; the subset holder knows the release's size
+            expected = max(known) if self.settings.config.needs_subset else counts[self.me]
+        elif len(known) < len(counts):
+            return []  # delta-presence with parties that do not hold their flags: nothing to add up
+        else:
+            expected = sum(known)
+        if expected is None or released == expected:
+            return []
+        each = ", ".join(f"{p}: {c}" for p, c in counts.items())
+        text = (f"the master deviated from the protocol: the result holds {released} rows, but the primaries "
+                f"announced {expected} ({each}); it was not accepted")
+        return [LocalProblem(text, text)]
+
     def _accept(self, outcome: RoleOutcome, mask: np.ndarray | None, report: dict[str, Any]) -> None:
         """The recipient checks the decrypted result before anyone finishes; the others wait for its word.
 
@@ -705,10 +743,12 @@ class _Party(DataHolder):
             accepted.raise_if_stopped()
             return
         transformation = report.get("transformation")
-        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
-                                outcome.output_columns or [], outcome.output_rows or [],
-                                None if mask is None else np.asarray(mask, dtype=bool).tolist(),
-                                transformation if isinstance(transformation, dict) else None, outcome.report)
+        problems = self._count_problems(len(outcome.output_rows or []))
+        problems = problems or check_result(
+            self.me, self.local, self.settings.config, self.settings.distribution,
+            outcome.output_columns or [], outcome.output_rows or [],
+            None if mask is None else np.asarray(mask, dtype=bool).tolist(),
+            transformation if isinstance(transformation, dict) else None, outcome.report)
         if problems:
             raise LocalFailure(problems)  # public part only leaves this party
         for party in self.ring:
@@ -724,6 +764,8 @@ class _Party(DataHolder):
         extra: dict[str, Any] = {}
         with timer.phase("encrypt"):
             roster = self._hello()
+            if self.me != self.recipient:  # straight to the recipient: the master cannot change it
+                self.transport.send(self.recipient, "a/rows", json.dumps(self._released_rows()).encode())
             tid = roster.tid_column if self.vertical else None
             keys = ColumnKeys(self.me, self.options.cipher, list(roster.columns) + ([tid] if tid else []),
                               self.options.workers, self.counter)

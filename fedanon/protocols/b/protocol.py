@@ -12,6 +12,9 @@ anonymize  helper runs the unchanged engine on ciphertext
 decrypt    helper  -> recipient b/result     re-permuted encrypted output + suppression mask + report
            helper  -> owner     b/decrypt    (vertical, per-party keys) the owner's output dictionaries
            owner   -> helper    b/plain      those dictionaries decrypted, sealed for the recipient
+           helper  -> primary   b/tally-request the transformation + which of its rows were released / suppressed
+           primary -> recipient b/tally     DIRECT (not via the helper): its row count and multiset digest
+                                            (protocols/release_tally.py); the recipient checks the release
            recipient -> helper  b/accepted   after checking the result (privacy model, own rows:
                                              protocols/resultcheck.py); a rejection stops the run everywhere
            helper  -> others    b/done       report (no data)
@@ -70,7 +73,9 @@ from fedanon.protocols.kit.roles import (
     shared_error,
     stop_run,
 )
+from fedanon.protocols.kit.release_tally import Tally, check_tallies, own_tally, shared_key_column, tally_key
 from fedanon.protocols.kit.resultcheck import check_result
+from fedanon.protocols.kit.validation import LocalProblem
 from fedanon.protocols.kit.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
@@ -177,6 +182,8 @@ class _Primary(KeySharingPrimary):
             mine = dict(shared)
         else:
             mine = receive_bundle(self.identity, self.transport, self.helper, self.leader, publics, "b/keys", context)
+        # the release tally's key: from a key every primary holds and the helper does not
+        self._tally_key = tally_key(mine[shared_key_column(columns, tid if vertical else None)], PROTOCOL, self.run_id)
         if per_party:
             for c, owner in owners.items():
                 if owner == self.me:
@@ -203,6 +210,7 @@ class _Primary(KeySharingPrimary):
         if self.settings.distribution == "horizontal" and table.columns != list(roster.columns):
             table = table.select(list(roster.columns))  # everyone in the leader's column order
         columns = table.columns
+        self._sent = table  # plaintext, in the order sent: what the release tally is computed on
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tids is not None and local.tid_column is not None:
             tokens = np.frombuffer(ciphers.tid_tokens(local.tid_column, tids), dtype=np.uint8)
@@ -279,6 +287,7 @@ class _Primary(KeySharingPrimary):
             if self.me == self.recipient:
                 notice, parts = receive_control(transport, self.helper, "b/result", ResultNotice, "result")
                 notice.raise_if_stopped()
+                self._check_tallies(roster, ciphers, parts, notice.report)
                 plain: dict[str, list[bytes]] = {}
                 if per_party:
                     publics = self._verified_publics(roster)
@@ -294,6 +303,7 @@ class _Primary(KeySharingPrimary):
                 outcome.report.update(notice.report)
                 self._accept(outcome, parts, notice.report)
             else:
+                transport.send(self.recipient, "b/tally", self._tally(roster, ciphers).to_json())
                 if per_party and owns_columns:
                     self._decrypt_for_recipient(ciphers, roster)
                 done, _ = receive_control(transport, self.helper, "b/done", Verdict, "completion notice")
@@ -301,6 +311,44 @@ class _Primary(KeySharingPrimary):
                 outcome.report.update(done.report)
         outcome.report.update(role_report(self.ctx, "B", "primary", timer, PHASES))
         return outcome
+
+    def _tally(self, roster: Roster, ciphers: ColumnCiphers) -> Tally:
+        """What the release must hold of our rows, from the helper's flags and transformation (`release_tally`)."""
+        request, parts = receive_control(self.transport, self.helper, "b/tally-request", Verdict, "tally request")
+        request.raise_if_stopped()
+        released = codec.decode_flags(codec.require_part(parts, "released", "tally request"), "released flags")
+        suppressed = codec.decode_flags(codec.require_part(parts, "suppressed", "tally request"), "suppressed flags")
+        subset = self.local.research_subset
+        if self.settings.config.needs_subset and subset is not None:
+            perm = self._prepared[0]
+            if len(released) != len(perm) or not np.array_equal(released, np.asarray(subset, dtype=bool)[perm]):
+                raise ProtocolError(f"party {self.me!r}: the helper released rows other than its research subset")
+        tid = roster.tid_column if self.settings.distribution == "vertical" else None
+        columns = [c for c in roster.columns if c != tid]
+        if self.settings.distribution == "vertical":
+            columns = [c for c in columns if roster.owners.get(c) == self.me]
+        transformation = request.report.get("transformation")
+        if not isinstance(transformation, dict):
+            raise ProtocolError("the helper's tally request names no transformation")
+        return own_tally(self.me, self._tally_key, self._sent, columns, released, suppressed, transformation,
+                         self.local.hierarchies, ciphers)
+
+    def _check_tallies(self, roster: Roster, ciphers: ColumnCiphers, parts: dict[str, bytes],
+                       report: dict[str, Any]) -> None:
+        """The release as a multiset, before anything is decrypted: every primary's count and digest,
+        each received straight from that primary, must match it (`release_tally`)."""
+        tallies = {self.me: self._tally(roster, ciphers)}
+        for party in self.settings.primaries:
+            if party != self.me:
+                tallies[party] = Tally.from_json(self.transport.receive(party, "b/tally"), party)
+        table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
+        transformation = report.get("transformation")
+        problems = check_tallies(tallies, self._tally_key, table, None,
+                                 transformation if isinstance(transformation, dict) else {},
+                                 self.settings.distribution == "vertical")
+        if problems:
+            text = "the helper deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
+            raise LocalFailure([LocalProblem(text, text)])
 
     def _accept(self, outcome: RoleOutcome, parts: dict[str, bytes], report: dict[str, Any]) -> None:
         """Check the decrypted result (privacy model, own rows) and tell the helper; fail the run if it is wrong."""
@@ -362,6 +410,8 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
 class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
         super().__init__(ctx, PROTOCOL)
+        self._rows_of: dict[str, np.ndarray] = {}  # per primary: its row of every integrated row, or -1
+        self._share_rows: dict[str, int] = {}
         if self.settings.result_recipient not in self.primaries:
             raise ProtocolError(
                 f"result recipient {self.settings.result_recipient!r} is not a primary party ({self.primaries})"
@@ -442,6 +492,7 @@ class _Helper(HelperRole):
                            ResultNotice(report=report, owners_decrypting=decrypting),
                            table=codec.encode_table(output),
                            suppressed=codec.encode_flags(np.asarray(result.suppressed, dtype=bool)[perm]))
+            self._request_tallies(released, np.asarray(result.suppressed, dtype=bool), report)
             for owner in decrypting:
                 cols = [c for c in output.columns if verdict.owners.get(c) == owner]
                 dicts = [output.dictionaries[output.columns.index(c)] for c in cols]
@@ -457,6 +508,26 @@ class _Helper(HelperRole):
         outcome.result = result
         outcome.report.update(role_report(self.ctx, "B", "helper", timer, PHASES, **report))
         return outcome
+
+    def _request_tallies(self, released: np.ndarray, suppressed: np.ndarray, report: dict[str, Any]) -> None:
+        """Tell every primary which of its rows (in the order it sent them) were released and suppressed,
+        so that it can send the recipient its tally of the release (`release_tally`)."""
+        integrated = len(next(iter(self._rows_of.values())))
+        released = released[released < integrated]  # rows the engine made up belong to no primary
+        flags = np.zeros(integrated, dtype=bool)
+        flags[:min(integrated, len(suppressed))] = suppressed[:integrated]
+        for p in self.primaries:
+            rows = self._rows_of[p]  # p's row of every integrated row
+            n = self._share_rows[p]
+            mine = rows[released]
+            out = np.zeros(n, dtype=bool)
+            out[mine[mine >= 0]] = True
+            valid = rows >= 0
+            hidden = np.zeros(n, dtype=bool)
+            hidden[rows[valid]] = flags[valid]
+            send_control(self.transport, p, "b/tally-request",
+                         Verdict(report={"transformation": report["transformation"]}),
+                         released=codec.encode_flags(out), suppressed=codec.encode_flags(hidden))
 
     def _integrate(self, shares: dict[str, dict[str, bytes]], verdict: Any, tid: str | None
                    ) -> tuple[EncodedTable, dict[str, Hierarchy], np.ndarray | None, dict[str, Any]]:
@@ -494,6 +565,11 @@ class _Helper(HelperRole):
         if self.settings.distribution == "horizontal":
             if not errors:
                 table = append_tables([tables[p] for p in self.primaries])
+                start = 0
+                for p in self.primaries:  # p's rows form one block of the integrated table
+                    self._rows_of[p] = np.full(table.n_rows, -1, dtype=np.int64)
+                    self._rows_of[p][start:start + tables[p].n_rows] = np.arange(tables[p].n_rows)
+                    start += tables[p].n_rows
                 if config.needs_subset:
                     subset = np.concatenate([flags[p] for p in self.primaries])
         else:
@@ -514,6 +590,7 @@ class _Helper(HelperRole):
                         extra[party][f"finding/{i}"] = ct
             if not errors:
                 table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, tokens)
+                self._rows_of = {p: np.asarray(alignment[p]) for p in self.primaries}
                 if config.needs_subset and verdict.subset_holder is not None:
                     subset = flags[verdict.subset_holder][alignment[verdict.subset_holder]]
         if errors:
@@ -522,6 +599,7 @@ class _Helper(HelperRole):
         missing = [c for c in needed_hierarchies(config) if c not in merged.hierarchies]
         if missing:
             self._stop(f"no party sent a hierarchy for column(s) {missing}", "b/integrated")
+        self._share_rows = {p: tables[p].n_rows for p in self.primaries}
         info = {"rows": int(table.n_rows), "columns": list(table.columns),
                 "hierarchy_rules_received": merged.rules_received, "hierarchy_rules_kept": merged.rules_kept}
         return table, merged.hierarchies, subset, info

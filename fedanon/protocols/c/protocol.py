@@ -20,6 +20,10 @@ anonymize  helper     -> key holder c/setup          encrypted totals + sensitiv
            helper     -> key holder c/check          per node: permuted, packed encrypted class sums (DONE at the end)
            key holder -> helper     c/answer         anonymous / strict / implied-k, loss, bound
 decrypt    helper     -> key holder c/result         generalized table with pseudotuples, re-permuted, + its counters
+           helper     -> primary    c/tally-request  the transformation
+           primary    -> key holder c/tally          DIRECT (not via the helper): its real row count and multiset
+                                                     digest (release_tally.py); the key holder checks the rows it
+                                                     keeps as real against them before decrypting a cell
            key holder -> helper     c/accepted       after checking the decrypted result (privacy model, own rows:
                                                      resultcheck.py); a rejection stops the run everywhere
            helper     -> others     c/done           the report (no data)
@@ -33,6 +37,7 @@ rows, default 0.25), `counters` ("paillier" default, or "elgamal").
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -83,6 +88,7 @@ from fedanon.protocols.kit.keyshare import (
 )
 from fedanon.protocols.kit.progress import ProgressTicker, receive_progressing
 from fedanon.protocols.c.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
+from fedanon.protocols.kit.release_tally import Tally, check_tallies, own_tally, shared_key_column, tally_key
 from fedanon.protocols.kit.resultcheck import check_result
 from fedanon.protocols.kit.roles import (
     Hello,
@@ -99,7 +105,7 @@ from fedanon.protocols.kit.roles import (
     shared_error,
     stop_run,
 )
-from fedanon.protocols.kit.validation import check_schemas, hello_summary, local_checks, needed_hierarchies
+from fedanon.protocols.kit.validation import LocalProblem, check_schemas, hello_summary, local_checks, needed_hierarchies
 
 PROTOCOL = "C"
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
@@ -240,6 +246,7 @@ class _Primary(KeySharingPrimary):
         real = np.r_[np.ones(len(local.rows), bool), np.zeros(len(fakes), bool)]
         perm = random_permutation(len(rows))
         table = encode_share(columns, rows, [local.columns.index(c) for c in columns], perm)
+        self._sent = (table, real[perm])  # plaintext in the order sent, real-row flags: for the release tally
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tid:
             t = local.columns.index(tid)
@@ -288,6 +295,8 @@ class _Primary(KeySharingPrimary):
         if ((real != 0) & (real != 1)).any():
             raise ProtocolError("a row counter of the result is not 0 or 1")
         keep = real == 1
+        # realness authenticated: the rows kept must be every primary's real rows, each once
+        self._check_tallies(keys, table, keep, notice.report)
         subset = None
         if "counters/subset" in parts:
             subset = np.asarray(self.counter_key.decrypt_class_counts(parts["counters/subset"], n, workers=None),
@@ -317,11 +326,46 @@ class _Primary(KeySharingPrimary):
                 raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
         facts = {**notice.report, "suppressed_rows": int(failing.sum()), "classes": kept_classes,
                  "rows_released": int(out.n_rows),
-                 "pseudotuples_dropped": int(n - keep.sum())}
+                 "pseudotuples_dropped": int(n - keep.sum()), "release_tally_s": self.tally_s}
         rows = decode_columns(out, plain)
         self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report,
                      facts)
         return list(out.columns), rows, facts
+
+    def _tally(self, keys: dict[str, bytes], request: Verdict) -> Tally:
+        """Our real rows at the helper's transformation, as the release must hold them (`release_tally`)."""
+        request.raise_if_stopped()
+        transformation = request.report.get("transformation")
+        if not isinstance(transformation, dict):
+            raise ProtocolError("the helper's tally request names no transformation")
+        table, real = self._sent
+        columns = list(table.columns)
+        if self.vertical:
+            columns = [c for c in columns if self._roster.owners.get(c) == self.me]
+        return own_tally(self.me, self._tally_key, table, columns, real, None, transformation,
+                         self.local.hierarchies, ColumnCiphers(self.settings.run_id, keys))
+
+    def _check_tallies(self, keys: dict[str, bytes], table: EncodedTable, keep: np.ndarray,
+                       report: dict[str, Any]) -> None:
+        """Key holder: the rows whose counters decrypt to 1 against every primary's tally, each
+        received straight from that primary. A helper holds the counter public key and can
+        encrypt a 1 for a pseudotuple; it cannot make the count and the keyed digest agree."""
+        request, _ = receive_control(self.transport, self.helper, "c/tally-request", Verdict, "tally request")
+        started = time.perf_counter()
+        tallies = {self.me: self._tally(keys, request)}
+        own_s = time.perf_counter() - started
+        for party in self.settings.primaries:
+            if party != self.me:
+                tallies[party] = Tally.from_json(self.transport.receive(party, "c/tally"), party)
+        started = time.perf_counter()
+        transformation = report.get("transformation")
+        problems = check_tallies(tallies, self._tally_key, table, keep,
+                                 transformation if isinstance(transformation, dict) else {}, self.vertical)
+        # this safeguard's own cost (not the wait for the others' tallies), for the benchmarks
+        self.tally_s = round(own_s + time.perf_counter() - started, 6)
+        if problems:
+            text = "the helper deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
+            raise LocalFailure([LocalProblem(text, text)])
 
     def _accept(self, columns: list[str], rows: list[list[str]], suppressed: np.ndarray,
                 report: dict[str, Any], timings: dict[str, Any]) -> None:
@@ -347,6 +391,9 @@ class _Primary(KeySharingPrimary):
         with timer.phase("encrypt"):
             roster, counter_key = self._hello()
             keys = self._agree_keys(roster)
+            self._roster = roster
+            shared = shared_key_column(list(roster.columns), roster.tid_column if self.vertical else None)
+            self._tally_key = tally_key(keys[shared], PROTOCOL, self.settings.run_id)
             self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
         with timer.phase("integrate"):
             # the helper relays the progress of the slowest primary's encryption, then integrates
@@ -363,7 +410,10 @@ class _Primary(KeySharingPrimary):
         else:
             with timer.phase("decrypt"):
                 # the whole search: the helper marks progress after its checks
-                done, _ = open_control(receive_progressing(self.ctx, self.helper, "c/done", "anonymize", via_relay=True),
+                request, _ = open_control(receive_progressing(self.ctx, self.helper, "c/tally-request", "anonymize",
+                                                              via_relay=True), Verdict, "tally request")
+                self.transport.send(self.key_holder, "c/tally", self._tally(keys, request).to_json())
+                done, _ = open_control(receive_progressing(self.ctx, self.helper, "c/done", "decrypt", via_relay=True),
                                        Verdict, "completion notice")
                 done.raise_if_stopped()
                 outcome.report.update(done.report)
@@ -385,7 +435,9 @@ class _Helper(HelperRole):
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
-        self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder], "c/done")
+        # the others' next message after the search is the tally request
+        self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder],
+                                              "c/tally-request")
 
     def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
         """Collect hellos; answer with the roster or stop everyone before data moves."""
@@ -538,6 +590,9 @@ class _Helper(HelperRole):
                           "algorithm": found.algorithm, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
+                for p in self.primaries:  # each primary tells the key holder what the result must hold of it
+                    send_control(transport, p, "c/tally-request",
+                                 Verdict(ok=True, report={"transformation": report["transformation"]}))
                 # the others finish only once the key holder has checked and accepted the result
                 accepted, _ = open_control(receive_progressing(self.ctx, self.key_holder, "c/accepted", "decrypt"),
                                            Verdict, "acceptance")  # the key holder decrypts every row counter first

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the engine of an older source tree (e.g. `git archive` of an earlier "
                          "commit), interleaved run by run with this one on every ADULT and high-cardinality "
                          "configuration")
-    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it")
+    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it (or one of several, comma-separated)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time runs by this process's CPU time instead of wall time (for a shared, loaded machine)")
     ap.add_argument("--repeat", type=int, default=None, help="in-process repetitions per configuration (default 3)")
@@ -283,12 +283,12 @@ def main(argv: list[str] | None = None) -> int:
                 plan.append((f"highcard {label} s={s:.0%}", "highcard",
                              AnonymizationConfig(HIGHCARD_QIS, suppression=s, **model)))
     big = None
-    if not args.quick and not (args.fresh_only and args.only and "300k" not in args.only):
+    if not args.quick and not (args.only and "300k" not in args.only):
         big = EncodedTable.from_rows(header, resample(header, rows, 300_000))
         plan.append(("resampled-300k k=5 s=0%", "big", AnonymizationConfig(ATTRS, k=5)))
 
     if args.only:
-        plan = [p for p in plan if args.only in p[0]]
+        plan = [p for p in plan if any(part in p[0] for part in args.only.split(","))]
     if args.fresh_only:
         fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args)
         return 0
@@ -338,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         if r["name"].startswith("highcard"):
             r["vs_k_same_table"] = r["time_s"] / (r["partner_k_s"] or r["time_s"])
 
+    if not args.no_fresh:
+        fresh = fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args, write=False)
+        for r in results:
+            r["fresh"] = fresh[r["name"]]
+            if r["fresh"]["transformation"] != r["transformation"]:
+                raise SystemExit(f"{r['name']}: the CLI run found {r['fresh']['transformation']}, "
+                                 f"the in-process run {r['transformation']}")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -348,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{platform.python_implementation()} {platform.python_version()}, "
                       f"{platform.machine()}, naive node check = {naive * 1000:.1f} ms")
     for col in ("configuration", "time [s]", "before [s]", "now/before", "vs k", "vs ARX (quoted)", "checks", "roll-ups", "peak MiB", "classes",
-                "suppr.", "transformation", "naive-equiv. [s]", "speed-up"):
+                "suppr.", "transformation", "naive-equiv. [s]", "speed-up", "fresh s", "RSS MiB",
+                "+report RSS MiB", "report xRSS", "report xtime"):
         tab.add_column(col, justify="left" if col in ("configuration", "transformation") else "right")
     for r in results:
         tab.add_row(
@@ -360,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             str(r["checks"]), str(r["rollups"]),
             "—" if r["peak_mib"] is None else f"{r['peak_mib']:.1f}",
             str(r["classes"]), str(r["suppressed"]), ",".join(map(str, r["transformation"])),
-            f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×",
+            f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×", *fresh_cells(r, args.cpu_time),
         )
     console = Console(width=200 if not sys.stdout.isatty() else None)
     console.print(tab)
@@ -381,13 +389,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"k=5, 5 %) {exhaustive_s:.3f} s; Flash on the same config {flash_small_s:.3f} s "
                   f"({small_res.checks} checks) = {exhaustive_s / flash_small_s:.1f}x faster, same optimum "
                   "(engine.exhaustive: same checks and metrics, no pruning)")
-    if not args.no_fresh:
-        fresh = fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args, write=False)
-        for r in results:
-            r["fresh"] = fresh[r["name"]]
-            if r["fresh"]["transformation"] != r["transformation"]:
-                raise SystemExit(f"{r['name']}: the CLI run found {r['fresh']['transformation']}, "
-                                 f"the in-process run {r['transformation']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"figure_kinds": {
                                                    "time_s, checks, peak_mib, naive_node_check_s, exhaustive_*": "measured",
@@ -405,6 +406,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def fresh_cells(r: dict, cpu_time: bool) -> list[str]:
+    """The main table's fresh-process columns: plain time and peak RSS, with the report, ratios."""
+    f = r.get("fresh")
+    if f is None:
+        return ["—"] * 5
+    clock = "cpu_s" if cpu_time else "wall_s"
+    return [f"{f['plain'][clock]:.2f}", f"{f['plain']['peak_rss_mib']:.0f}", f"{f['report']['peak_rss_mib']:.0f}",
+            f"{f['report_rss_ratio']:.2f}×", f"{f['report_time_ratio']:.2f}×"]
+
+
 def fresh_pass(plan: list, table: EncodedTable, hier: dict[str, Hierarchy], subset: np.ndarray,
                hc_table: EncodedTable | None, hc_hier: dict[str, Hierarchy] | None, big: EncodedTable | None,
                args: argparse.Namespace, write: bool = True) -> dict[str, dict]:
@@ -415,6 +426,7 @@ def fresh_pass(plan: list, table: EncodedTable, hier: dict[str, Hierarchy], subs
 
     out: dict[str, dict] = {}
     before_src = older_source(args.fresh_before) if args.fresh_before else None
+    clock = "cpu_s" if args.cpu_time else "wall_s"  # the time ratios' clock
     with tempfile.TemporaryDirectory(prefix="fedanon_bench_tables_") as tmp:
         files: dict[str, TableFiles] = {}
 
@@ -428,33 +440,35 @@ def fresh_pass(plan: list, table: EncodedTable, hier: dict[str, Hierarchy], subs
         for name, which, config in plan:
             runs = fresh_runs(config, files_of(which), args.fresh_repeat, tuple(args.variants.split(",")))
             plain = runs["plain"]
-            entry = {v: {"wall_s": r["wall_s"], "peak_rss_mib": r["peak_rss_mib"]} for v, r in runs.items()}
+            entry = {v: {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")} for v, r in runs.items()}
             transformation = runs["report"]["transformation"]
             entry["transformation"] = [transformation[q] for q in config.quasi_identifiers]
             for v in [v for v in ("report", "html") if v in runs]:
                 entry[f"{v}_rss_ratio"] = runs[v]["peak_rss_mib"] / plain["peak_rss_mib"]
-                entry[f"{v}_time_ratio"] = runs[v]["wall_s"] / plain["wall_s"]
+                entry[f"{v}_time_ratio"] = runs[v][clock] / plain[clock]
             if before_src is not None:
                 old = fresh_runs(config, files_of(which), args.fresh_repeat, ("plain", "report"), src=before_src)
-                entry["before"] = {v: {"wall_s": r["wall_s"], "peak_rss_mib": r["peak_rss_mib"]} for v, r in old.items()}
+                entry["before"] = {v: {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")} for v, r in old.items()}
                 entry["before"]["report_rss_ratio"] = old["report"]["peak_rss_mib"] / old["plain"]["peak_rss_mib"]
-                entry["before"]["report_time_ratio"] = old["report"]["wall_s"] / old["plain"]["wall_s"]
+                entry["before"]["report_time_ratio"] = old["report"][clock] / old["plain"][clock]
                 if [old["report"]["transformation"][q] for q in config.quasi_identifiers] != entry["transformation"]:
                     raise SystemExit(f"{name}: the older tree's CLI found another transformation")
             out[name] = entry
             print(f"  fresh {name}: {plain['wall_s']:.2f} s {plain['peak_rss_mib']:.0f} MiB; report "
                   f"{entry['report_rss_ratio']:.2f}x RSS {entry['report_time_ratio']:.2f}x time", file=sys.stderr)
     rows = table.n_rows if hc_table is None else hc_table.n_rows
-    print(f"fresh processes (fedanon anonymize CLI; wall time incl. reading and writing; peak RSS; load "
+    print(f"fresh processes (fedanon anonymize CLI; {'CPU' if args.cpu_time else 'wall'} time incl. reading and "
+          f"writing; peak RSS; load "
           f"{os.getloadavg()[0]:.1f}; high-cardinality table {rows} rows, income hierarchy {args.income_levels} levels)")
     print("configuration | plain s | report s | html s | plain MiB | report MiB | html MiB | report xRSS | "
           "report xtime | html xRSS | html xtime | before: report MiB | before: report xRSS | before: report xtime")
     def cell(e: dict, variant: str, key: str, fmt: str) -> str:
-        value = e[variant][key] if key in ("wall_s", "peak_rss_mib") and variant in e else e.get(f"{variant}_{key}")
+        value = e[variant][key] if key in ("wall_s", "cpu_s", "peak_rss_mib") and variant in e \
+            else e.get(f"{variant}_{key}")
         return "—" if value is None else format(value, fmt)
 
     for name, e in out.items():
-        print(" | ".join([name] + [cell(e, v, "wall_s", ".2f") for v in ("plain", "report", "html")]
+        print(" | ".join([name] + [cell(e, v, clock, ".2f") for v in ("plain", "report", "html")]
                          + [cell(e, v, "peak_rss_mib", ".0f") for v in ("plain", "report", "html")]
                          + [cell(e, v, k, ".2f") for v in ("report", "html") for k in ("rss_ratio", "time_ratio")]
                          + ([f"{e['before']['report']['peak_rss_mib']:.0f}", f"{e['before']['report_rss_ratio']:.2f}",
@@ -465,6 +479,7 @@ def fresh_pass(plan: list, table: EncodedTable, hier: dict[str, Hierarchy], subs
             "load_average": os.getloadavg(), "python": platform.python_version(),
             "highcard_rows": None if hc_table is None else hc_table.n_rows, "income_levels": args.income_levels,
             "fresh_repeat": args.fresh_repeat, "fresh_before": args.fresh_before,
+            "time_ratios_clock": "cpu (user+sys of the child)" if args.cpu_time else "wall",
             "results": [{"name": n, "fresh": e} for n, e in out.items()]}, indent=2) + "\n")
     return out
 

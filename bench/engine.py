@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the engine of an older source tree (e.g. `git archive` of an earlier "
                          "commit), interleaved run by run with this one on every ADULT and high-cardinality "
                          "configuration")
-    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it (or one of several, comma-separated)")
+    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it (or one of several, separated by |)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time runs by this process's CPU time instead of wall time (for a shared, loaded machine)")
     ap.add_argument("--repeat", type=int, default=None, help="in-process repetitions per configuration (default 3)")
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.append(("resampled-300k k=5 s=0%", "big", AnonymizationConfig(ATTRS, k=5)))
 
     if args.only:
-        plan = [p for p in plan if any(part in p[0] for part in args.only.split(","))]
+        plan = [p for p in plan if any(part in p[0] for part in args.only.split("|"))]
     if args.fresh_only:
         fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args)
         return 0

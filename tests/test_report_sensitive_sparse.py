@@ -112,12 +112,15 @@ def test_sparse_figures_match_dense_textbook_computation(seed):
                                                   all_values.tolist(), domain, labels)
     code_map = code_map_of(labels, domain)
     ours = sensitive_figures(row_class, row_value, n_classes, all_values, domain, code_map)
+    # chunks of a few classes each (one class when a class alone exceeds the chunk): the same figures
+    assert sensitive_figures(row_class, row_value, n_classes, all_values, domain, code_map,
+                             chunk_entries=int(rng.integers(1, 40))) == ours
     assert ours["distinct_l"] == ref["distinct_l"]
     assert ours["recursive_c"] == ref["recursive_c"]  # ratios of exact integer sums: identical
     for key in ("entropy_l", "t_equal", "t_hierarchical"):
         assert ours[key] == pytest.approx(ref[key], **CLOSE), key
     # every class, not only the extreme one
-    entries = ClassEntries(row_class, row_value, n_classes, domain)
+    entries = ClassEntries.from_rows(row_class, row_value, n_classes, domain)
     total = np.bincount(all_values, minlength=domain).astype(np.float64)
     assert entropy_l(entries) == pytest.approx(entropies, **CLOSE)
     assert emd_equal(entries, total) == pytest.approx(equal, **CLOSE)

@@ -19,13 +19,14 @@ a dense computation in the last bits (relative 1e-12 at most on any table).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from fedanon.engine.classhist import SparseHistogram
 
 RECURSIVE_MAX_L = 10  # recursive (c, ℓ): the smallest c is reported for ℓ = 2 .. min(distinct ℓ, this)
+CHUNK_ENTRIES = 1 << 17  # entries per chunk of classes: ~1 MiB per temporary array
 
 
 class ClassEntries:
@@ -34,13 +35,40 @@ class ClassEntries:
     `cls`, `value`, `count`: class, value code and count (> 0) of each entry; `sizes`: rows
     per class (every class holds at least one row)."""
 
-    def __init__(self, row_class: np.ndarray, row_value: np.ndarray, n_classes: int, domain: int) -> None:
+    def __init__(self, cls: np.ndarray, value: np.ndarray, count: np.ndarray, n_classes: int, domain: int,
+                 sizes: np.ndarray | None = None) -> None:
+        self.cls, self.value, self.count = cls, value, count
+        self.n_classes, self.domain = int(n_classes), int(domain)
+        self.sizes = np.bincount(cls, weights=count, minlength=self.n_classes).astype(np.int64) \
+            if sizes is None else sizes
+
+    @classmethod
+    def from_rows(cls_, row_class: np.ndarray, row_value: np.ndarray, n_classes: int, domain: int) -> "ClassEntries":
+        """Count the (class, value) pairs of the rows (the engine's sparse class histogram)."""
         hist = SparseHistogram.from_rows(np.asarray(row_class, dtype=np.int64), np.asarray(row_value, dtype=np.int64),
                                          n_classes, domain)
-        self.cls, self.value, self.count = hist.cls, hist.value, hist.count
-        self.n_classes, self.domain = int(n_classes), int(domain)
-        self.sizes = np.bincount(self.cls, weights=self.count, minlength=self.n_classes).astype(np.int64)
-        self.distinct = np.bincount(self.cls, minlength=self.n_classes)
+        return cls_(hist.cls, hist.value, hist.count, n_classes, domain)
+
+    @property
+    def distinct(self) -> np.ndarray:
+        """Distinct values per class."""
+        return np.bincount(self.cls, minlength=self.n_classes)
+
+    def chunks(self, max_entries: int) -> Iterator["ClassEntries"]:
+        """Consecutive runs of whole classes with about `max_entries` entries each (at least one
+        class), renumbered from 0: every figure is per class, so it is computed chunk by chunk and
+        the temporaries of its vector arithmetic stay bounded whatever the number of rows."""
+        n = self.cls.shape[0]
+        start = 0
+        while start < n:
+            first = int(self.cls[start])
+            stop = n if start + max_entries >= n else int(np.searchsorted(self.cls, self.cls[start + max_entries]))
+            if stop <= start:  # one class with more entries than max_entries
+                stop = int(np.searchsorted(self.cls, first, side="right"))
+            last = int(self.cls[stop - 1]) + 1
+            yield ClassEntries(self.cls[start:stop] - first, self.value[start:stop], self.count[start:stop],
+                               last - first, self.domain, self.sizes[first:last])
+            start = stop
 
 
 def entropy_l(entries: ClassEntries) -> np.ndarray:
@@ -118,19 +146,27 @@ def emd_hierarchical(entries: ClassEntries, total: np.ndarray, code_map: np.ndar
 
 
 def sensitive_figures(row_class: np.ndarray, row_value: np.ndarray, n_classes: int, all_values: np.ndarray,
-                      domain: int, code_map: np.ndarray | None) -> dict[str, Any]:
+                      domain: int, code_map: np.ndarray | None, chunk_entries: int = CHUNK_ENTRIES) -> dict[str, Any]:
     """The figures of one sensitive attribute: `row_class` and `row_value` per released row,
     `all_values` the attribute's codes on every row of the table (the EMDs' reference
-    distribution), `code_map` its hierarchy's (levels x codes) map where it has one."""
-    entries = ClassEntries(row_class, row_value, n_classes, domain)
+    distribution), `code_map` its hierarchy's (levels x codes) map where it has one.
+    Computed over chunks of `chunk_entries` entries (whole classes), extremes combined."""
+    entries = ClassEntries.from_rows(row_class, row_value, n_classes, domain)
     total = np.bincount(np.asarray(all_values, dtype=np.int64), minlength=domain).astype(np.float64)
     distinct = int(entries.distinct.min())
-    out: dict[str, Any] = {
-        "distinct_l": distinct,
-        "entropy_l": float(entropy_l(entries).min()),
-        "recursive_c": recursive_c(entries, min(distinct, RECURSIVE_MAX_L)),
-        "t_equal": float(emd_equal(entries, total).max()),
-    }
-    if code_map is not None:
-        out["t_hierarchical"] = float(emd_hierarchical(entries, total, np.asarray(code_map)).max())
+    max_l = min(distinct, RECURSIVE_MAX_L)
+    hierarchy = None if code_map is None else np.asarray(code_map)
+    entropy, t_equal, t_hier = np.inf, -np.inf, -np.inf
+    recursive: dict[str, float] = {}
+    for chunk in entries.chunks(chunk_entries):
+        entropy = min(entropy, float(entropy_l(chunk).min()))
+        t_equal = max(t_equal, float(emd_equal(chunk, total).max()))
+        if hierarchy is not None:
+            t_hier = max(t_hier, float(emd_hierarchical(chunk, total, hierarchy).max()))
+        if max_l >= 2:
+            for l_value, c in recursive_c(chunk, max_l).items():
+                recursive[l_value] = max(recursive.get(l_value, c), c)
+    out: dict[str, Any] = {"distinct_l": distinct, "entropy_l": entropy, "recursive_c": recursive, "t_equal": t_equal}
+    if hierarchy is not None:
+        out["t_hierarchical"] = t_hier
     return out

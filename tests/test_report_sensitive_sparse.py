@@ -125,6 +125,9 @@ def test_sparse_figures_match_dense_textbook_computation(seed):
     assert entropy_l(entries) == pytest.approx(entropies, **CLOSE)
     assert emd_equal(entries, total) == pytest.approx(equal, **CLOSE)
     assert emd_hierarchical(entries, total, code_map) == pytest.approx(hier, **CLOSE)
+    # one-row classes figured once per value: exactly the numbers of figuring every class
+    assert ours["entropy_l"] == entropy_l(entries).min() and ours["t_equal"] == emd_equal(entries, total).max()
+    assert ours["t_hierarchical"] == emd_hierarchical(entries, total, code_map).max()
 
 
 def test_table_risk_reports_the_dense_figures_for_released_classes():

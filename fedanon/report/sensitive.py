@@ -150,15 +150,36 @@ def sensitive_figures(row_class: np.ndarray, row_value: np.ndarray, n_classes: i
     """The figures of one sensitive attribute: `row_class` and `row_value` per released row,
     `all_values` the attribute's codes on every row of the table (the EMDs' reference
     distribution), `code_map` its hierarchy's (levels x codes) map where it has one.
-    Computed over chunks of `chunk_entries` entries (whole classes), extremes combined."""
-    entries = ClassEntries.from_rows(row_class, row_value, n_classes, domain)
+
+    One-row classes (nearly every class of a fine node on a table with a ZIP-like QI)
+    are figured once per value they hold -- the same arithmetic on the same entry, so the
+    same numbers -- and only the larger classes get entries, computed over chunks of
+    `chunk_entries` entries (whole classes), extremes combined."""
+    row_class = np.asarray(row_class)
+    row_value = np.asarray(row_value)
+    sizes = np.bincount(row_class, minlength=n_classes)
+    single_row = sizes[row_class] == 1
+    single_values = np.flatnonzero(np.bincount(row_value[single_row], minlength=domain))
+    if single_values.shape[0] == 0:
+        multi = ClassEntries.from_rows(row_class, row_value, n_classes, domain)
+    else:
+        keep = sizes > 1
+        new_id = np.cumsum(keep) - 1
+        multi = ClassEntries.from_rows(new_id[row_class[~single_row]], row_value[~single_row], int(keep.sum()), domain)
+        del keep, new_id
+    del sizes, single_row
+    parts = [multi]
+    if single_values.shape[0]:
+        ones = np.ones(single_values.shape[0], dtype=np.int64)
+        parts.append(ClassEntries(np.arange(single_values.shape[0]), single_values, ones, single_values.shape[0],
+                                  domain, ones))
     total = np.bincount(np.asarray(all_values, dtype=np.int64), minlength=domain).astype(np.float64)
-    distinct = int(entries.distinct.min())
+    distinct = min(int(part.distinct.min()) for part in parts if part.n_classes)
     max_l = min(distinct, RECURSIVE_MAX_L)
     hierarchy = None if code_map is None else np.asarray(code_map)
     entropy, t_equal, t_hier = np.inf, -np.inf, -np.inf
     recursive: dict[str, float] = {}
-    for chunk in entries.chunks(chunk_entries):
+    for chunk in (c for part in parts for c in part.chunks(chunk_entries)):
         entropy = min(entropy, float(entropy_l(chunk).min()))
         t_equal = max(t_equal, float(emd_equal(chunk, total).max()))
         if hierarchy is not None:

@@ -7,7 +7,8 @@ the report). The peak is the child's `ru_maxrss` from `os.wait4` (Linux: KiB).
 
 `TableFiles` writes a table and its hierarchies as the CSV files the CLI reads;
 `cli_args` turns an `AnonymizationConfig` into the CLI's flags, so the bench's
-in-process configurations run unchanged through the CLI.
+in-process configurations run unchanged through the CLI. Each run is started by a small
+launcher process (`LAUNCHER`), not forked from the benchmark itself (see there why).
 """
 
 from __future__ import annotations
@@ -80,6 +81,21 @@ def cli_args(config: AnonymizationConfig, files: TableFiles) -> list[str]:
     return args + ["--suppression", f"{config.suppression:g}", "--metric", config.metric, "--quiet"]
 
 
+# Runs the command given as its arguments and prints the child's exit code, CPU time and peak
+# RSS as JSON. Why a launcher: on exec Linux records the replaced image's peak RSS as the new
+# program's, so a child forked from the big benchmark process would report at least the
+# benchmark's size; forked from this small interpreter, it reports its own peak.
+LAUNCHER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_rss_kib": usage.ru_maxrss}))
+"""
+
+
 def fresh_run(args: list[str], variant: str, work: Path, src: Path = ROOT) -> dict:
     """One CLI run in a new process of the `fedanon` in source tree `src`: wall time, CPU time
     (user + system, all its threads: what a loaded shared machine inflates least), peak RSS
@@ -88,16 +104,16 @@ def fresh_run(args: list[str], variant: str, work: Path, src: Path = ROOT) -> di
     env = dict(os.environ, PYTHONPATH=str(src))
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "fedanon", "anonymize", *args, "-o", str(work / "out.csv"),
-                                 *extra], cwd=src, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "fedanon", "anonymize", *args,
+                               "-o", str(work / "out.csv"), *extra], cwd=src, env=env, stdout=subprocess.PIPE,
+                              stderr=err, check=False)
         wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         message = err.read().decode(errors="replace")[-2000:]
-    if proc.returncode != 0:
-        raise SystemExit(f"fedanon anonymize failed ({proc.returncode}): {message}")
-    out = {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024}
+    usage = json.loads(proc.stdout.decode().strip().splitlines()[-1]) if proc.returncode == 0 else {"rc": None}
+    if usage["rc"] != 0:
+        raise SystemExit(f"fedanon anonymize failed ({usage['rc']}): {message}")
+    out = {"wall_s": wall, "cpu_s": usage["cpu_s"], "peak_rss_mib": usage["peak_rss_kib"] / 1024}
     if variant != "plain":
         out["transformation"] = json.loads((work / "r.json").read_text())["transformation"]
     return out

@@ -11,7 +11,7 @@ levels (value → band of 10 → band of 50 → band of 200 → *), 4 the bands 
 seeded), for memory growth with the rows. Deterministic: the same arguments write the
 same files.
 
-Files: `highcard.csv` and one `hierarchy_<attribute>.csv` per quasi-identifier and for
+Files (`bench.fresh.TableFiles`): `table.csv` and one `hierarchy_<attribute>.csv` per quasi-identifier and for
 `income`; the argument list of a run is printed (QIs, sensitive attribute).
 """
 
@@ -24,8 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fedanon.engine.csvio import write_columns  # noqa: E402
-
+from bench.fresh import TableFiles  # noqa: E402
 from bench.tables import HIGHCARD_QIS, SENSITIVE, highcard, resample_codes  # noqa: E402
 
 
@@ -35,15 +34,11 @@ def write_table(out_dir: Path, rows: int | None = None, income_levels: int = 5,
     table, hier = highcard(seed, income_levels=income_levels)
     if rows is not None and rows != table.n_rows:
         table = resample_codes(table, rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_columns(out_dir / "highcard.csv", table.columns, [table.codes[:, c] for c in range(len(table.columns))],
-                  table.dictionaries)
-    args = [str(out_dir / "highcard.csv")]
-    for attr in HIGHCARD_QIS + [SENSITIVE]:
-        path = out_dir / f"hierarchy_{attr}.csv"
-        hier[attr].write_csv(path)
-        args += ["--sensitive" if attr == SENSITIVE else "--qi", f"{attr}={path}"]
-    return args
+    files = TableFiles.write(out_dir, table, {a: hier[a] for a in HIGHCARD_QIS + [SENSITIVE]})
+    args = [str(files.table)]
+    for attr in HIGHCARD_QIS:
+        args += ["--qi", f"{attr}={files.hierarchies[attr]}"]
+    return args + ["--sensitive", f"{SENSITIVE}={files.hierarchies[SENSITIVE]}"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 """Benchmark of the local Flash engine on ADULT (bundled copy).
 
     python3 bench/engine.py [--quick] [--json OUT.json] [--compare-with OLD_SRC|GIT_REV] [--only TEXT]
+                            [--fresh-only] [--rows N] [--income-levels 4|5]
 
 Configurations (issue 2): ADULT with all 9 attributes as QIs, k ∈ {2, 5, 10, 100}
 × suppression {0 %, 5 %}, non-uniform entropy; occupation as sensitive attribute
@@ -20,6 +21,12 @@ Reported per run: wall time of `anonymize` (with `--cpu-time` this process's CPU
 instead, for a loaded shared machine; loading excluded, as for ARX), node
 checks, roll-ups, peak traced memory (a second, separate run under tracemalloc
 so the timing is not distorted), classes, suppressed rows, transformation.
+Fresh processes (`bench/fresh.py`, skipped with `--no-fresh`): every configuration
+through the `fedanon anonymize` CLI in a new process each -- plain, with `--report`,
+and with `--report --html` -- wall time (reading and writing included) and peak RSS
+of the process, and the report's ratios to the plain run (the report's transformation
+asserted to be the search's). `--fresh-only` runs these alone; `--rows N` resamples
+the high-cardinality table to N rows (memory growth with the rows).
 
 References, all printed:
 * with `--compare-with OLD_SRC`: an older source tree's engine, imported side by side
@@ -54,7 +61,8 @@ from fedanon.engine import (  # noqa: E402
     AnonymizationConfig, DeltaPresence, EncodedTable, Hierarchy, LDiversity, TCloseness, anonymize,
 )
 
-from bench.tables import ATTRS, HIGHCARD_QIS, SENSITIVE, highcard, load_adult, resample  # noqa: E402
+from bench.fresh import TableFiles, fresh_runs  # noqa: E402
+from bench.tables import ATTRS, HIGHCARD_QIS, SENSITIVE, highcard, load_adult, resample, resample_codes  # noqa: E402
 
 # QUOTED, not measured by this script: ARX 3.9.2 on this machine kind as reported in issue 2
 # (seconds; "upper bound" = ARX took less than that, so no ratio is printed), and a target.
@@ -225,16 +233,27 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the engine of an older source tree (e.g. `git archive` of an earlier "
                          "commit), interleaved run by run with this one on every ADULT and high-cardinality "
                          "configuration")
-    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it")
+    ap.add_argument("--only", default=None, metavar="SUBSTRING", help="only configurations whose name contains it (or one of several, separated by |)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time runs by this process's CPU time instead of wall time (for a shared, loaded machine)")
+    ap.add_argument("--repeat", type=int, default=None, help="in-process repetitions per configuration (default 3)")
+    ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process CLI runs (time and peak RSS)")
+    ap.add_argument("--fresh-only", action="store_true", help="only the fresh-process CLI runs")
+    ap.add_argument("--fresh-repeat", type=int, default=1, help="fresh-process runs per variant (min time, max RSS)")
+    ap.add_argument("--variants", default="plain,report,html",
+                    help="fresh-process variants, comma-separated, of plain,report,html (plain and report needed)")
+    ap.add_argument("--fresh-before", default=None, metavar="SRC_DIR|GIT_REV",
+                    help="also run an older source tree's CLI (plain and --report) in the fresh-process pass")
+    ap.add_argument("--rows", type=int, default=None, help="resample the high-cardinality table to N rows")
+    ap.add_argument("--income-levels", type=int, choices=(4, 5), default=5,
+                    help="levels of the high-cardinality table's income hierarchy (4: the table before 5 was added)")
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.cpu_time else time.perf_counter
 
     header, rows, hier = load_adult()
     table = EncodedTable.from_rows(header, rows)
-    repeat = 1 if args.quick else 3
+    repeat = args.repeat or (1 if args.quick else 3)
     plan: list[tuple[str, str, AnonymizationConfig]] = []
     ks = [5] if args.quick else [2, 5, 10, 100]
     for k in ks:
@@ -253,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                      AnonymizationConfig(ATTRS, k=5, delta_presence=DeltaPresence(0.0, 0.2))))
     # the high-cardinality table (ZIP-like QI ≈ 13.6 k values, numeric sensitive ≈ 800 values):
     # ℓ-diversity and t-closeness against k-anonymity on the same table
-    hc_table, hc_hier = (None, None) if args.no_highcard else highcard()
+    hc_table, hc_hier = (None, None) if args.no_highcard else highcard(income_levels=args.income_levels)
+    if hc_table is not None and args.rows:
+        hc_table = resample_codes(hc_table, args.rows)
     if hc_table is not None:
         for s in ((0.0,) if args.quick else (0.0, 0.05)):
             for label, model in (("k=5", dict(k=5)),
@@ -265,9 +286,15 @@ def main(argv: list[str] | None = None) -> int:
                 plan.append((f"highcard {label} s={s:.0%}", "highcard",
                              AnonymizationConfig(HIGHCARD_QIS, suppression=s, **model)))
     big = None
-    if not args.quick:
+    if not args.quick and not (args.only and "300k" not in args.only):
         big = EncodedTable.from_rows(header, resample(header, rows, 300_000))
         plan.append(("resampled-300k k=5 s=0%", "big", AnonymizationConfig(ATTRS, k=5)))
+
+    if args.only:
+        plan = [p for p in plan if any(part in p[0] for part in args.only.split("|"))]
+    if args.fresh_only:
+        fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args)
+        return 0
 
     # reference measured in this run: one naive node check on ADULT (9 QIs, k=5 optimum node)
     ref_levels = dict(zip(ATTRS, [1, 2, 1, 1, 3, 2, 2, 1, 1]))
@@ -284,9 +311,6 @@ def main(argv: list[str] | None = None) -> int:
     small_res = anonymize(table, hier, small)
     flash_small_s = CLOCK() - t0
     assert small_res.transformation == ex_levels, (small_res.transformation, ex_levels)
-
-    if args.only:
-        plan = [p for p in plan if args.only in p[0]]
     older = OlderEngine(older_source(args.compare_with), header, rows) if args.compare_with else None
     older_hier = older.hierarchies(hier) if older else None
     older_hc = (older.table_like(hc_table), older.hierarchies(hc_hier)) if older and hc_table is not None else None
@@ -317,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         if r["name"].startswith("highcard"):
             r["vs_k_same_table"] = r["time_s"] / (r["partner_k_s"] or r["time_s"])
 
+    if not args.no_fresh:
+        fresh = fresh_pass(plan, table, hier, subset, hc_table, hc_hier, big, args, write=False)
+        for r in results:
+            r["fresh"] = fresh[r["name"]]
+            if r["fresh"]["transformation"] != r["transformation"]:
+                raise SystemExit(f"{r['name']}: the CLI run found {r['fresh']['transformation']}, "
+                                 f"the in-process run {r['transformation']}")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -327,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{platform.python_implementation()} {platform.python_version()}, "
                       f"{platform.machine()}, naive node check = {naive * 1000:.1f} ms")
     for col in ("configuration", "time [s]", "before [s]", "now/before", "vs k", "vs ARX (quoted)", "checks", "roll-ups", "peak MiB", "classes",
-                "suppr.", "transformation", "naive-equiv. [s]", "speed-up"):
+                "suppr.", "transformation", "naive-equiv. [s]", "speed-up", "fresh s", "RSS MiB",
+                "+report RSS MiB", "report xRSS", "report xtime"):
         tab.add_column(col, justify="left" if col in ("configuration", "transformation") else "right")
     for r in results:
         tab.add_row(
@@ -339,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             str(r["checks"]), str(r["rollups"]),
             "—" if r["peak_mib"] is None else f"{r['peak_mib']:.1f}",
             str(r["classes"]), str(r["suppressed"]), ",".join(map(str, r["transformation"])),
-            f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×",
+            f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×", *fresh_cells(r, args.cpu_time),
         )
     console = Console(width=200 if not sys.stdout.isatty() else None)
     console.print(tab)
@@ -363,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"figure_kinds": {
                                                    "time_s, checks, peak_mib, naive_node_check_s, exhaustive_*": "measured",
+                                                   "fresh": "measured: CLI in a fresh process, wall s and peak RSS MiB",
                                                    "naive_equiv_s": "projected: checks x naive node time of this run",
                                                    "arx_s": "quoted (issue 2), arx_kind says bound/time/target"},
                                                "load_average": os.getloadavg(),
@@ -370,8 +403,88 @@ def main(argv: list[str] | None = None) -> int:
                                                "naive_node_check_s": naive, "python": platform.python_version(),
                                                "exhaustive_small_s": exhaustive_s, "flash_small_s": flash_small_s,
                                                "small_lattice": small_res.lattice_size, "small_checks": small_res.checks,
+                                               "highcard_rows": None if hc_table is None else hc_table.n_rows,
+                                               "income_levels": args.income_levels,
                                                "results": results}, indent=2) + "\n")
     return 0
+
+
+def fresh_cells(r: dict, cpu_time: bool) -> list[str]:
+    """The main table's fresh-process columns: plain time and peak RSS, with the report, ratios."""
+    f = r.get("fresh")
+    if f is None:
+        return ["—"] * 5
+    clock = "cpu_s" if cpu_time else "wall_s"
+    return [f"{f['plain'][clock]:.2f}", f"{f['plain']['peak_rss_mib']:.0f}", f"{f['report']['peak_rss_mib']:.0f}",
+            f"{f['report_rss_ratio']:.2f}×", f"{f['report_time_ratio']:.2f}×"]
+
+
+def fresh_pass(plan: list, table: EncodedTable, hier: dict[str, Hierarchy], subset: np.ndarray,
+               hc_table: EncodedTable | None, hc_hier: dict[str, Hierarchy] | None, big: EncodedTable | None,
+               args: argparse.Namespace, write: bool = True) -> dict[str, dict]:
+    """Every configuration of `plan` through the CLI in fresh processes: plain, with `--report`,
+    with `--report --html`; a table of time and peak RSS, the report's ratios, and (with `write`)
+    the JSON. Returns per configuration: the variants' figures and the report's transformation."""
+    import tempfile
+
+    out: dict[str, dict] = {}
+    before_src = older_source(args.fresh_before) if args.fresh_before else None
+    clock = "cpu_s" if args.cpu_time else "wall_s"  # the time ratios' clock
+    with tempfile.TemporaryDirectory(prefix="fedanon_bench_tables_") as tmp:
+        files: dict[str, TableFiles] = {}
+
+        def files_of(which: str) -> TableFiles:
+            if which not in files:
+                t = {"big": big, "highcard": hc_table}.get(which, table)
+                h = hc_hier if which == "highcard" else hier
+                files[which] = TableFiles.write(Path(tmp) / which, t, h, subset if which == "adult-subset" else None)
+            return files[which]
+
+        for name, which, config in plan:
+            runs = fresh_runs(config, files_of(which), args.fresh_repeat, tuple(args.variants.split(",")))
+            plain = runs["plain"]
+            entry = {v: {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")} for v, r in runs.items()}
+            transformation = runs["report"]["transformation"]
+            entry["transformation"] = [transformation[q] for q in config.quasi_identifiers]
+            for v in [v for v in ("report", "html") if v in runs]:
+                entry[f"{v}_rss_ratio"] = runs[v]["peak_rss_mib"] / plain["peak_rss_mib"]
+                entry[f"{v}_time_ratio"] = runs[v][clock] / plain[clock]
+            if before_src is not None:
+                old = fresh_runs(config, files_of(which), args.fresh_repeat, ("plain", "report"), src=before_src)
+                entry["before"] = {v: {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")} for v, r in old.items()}
+                entry["before"]["report_rss_ratio"] = old["report"]["peak_rss_mib"] / old["plain"]["peak_rss_mib"]
+                entry["before"]["report_time_ratio"] = old["report"][clock] / old["plain"][clock]
+                if [old["report"]["transformation"][q] for q in config.quasi_identifiers] != entry["transformation"]:
+                    raise SystemExit(f"{name}: the older tree's CLI found another transformation")
+            out[name] = entry
+            print(f"  fresh {name}: {plain['wall_s']:.2f} s {plain['peak_rss_mib']:.0f} MiB; report "
+                  f"{entry['report_rss_ratio']:.2f}x RSS {entry['report_time_ratio']:.2f}x time", file=sys.stderr)
+    rows = table.n_rows if hc_table is None else hc_table.n_rows
+    print(f"fresh processes (fedanon anonymize CLI; {'CPU' if args.cpu_time else 'wall'} time incl. reading and "
+          f"writing; peak RSS; load "
+          f"{os.getloadavg()[0]:.1f}; high-cardinality table {rows} rows, income hierarchy {args.income_levels} levels)")
+    print("configuration | plain s | report s | html s | plain MiB | report MiB | html MiB | report xRSS | "
+          "report xtime | html xRSS | html xtime | before: report MiB | before: report xRSS | before: report xtime")
+    def cell(e: dict, variant: str, key: str, fmt: str) -> str:
+        value = e[variant][key] if key in ("wall_s", "cpu_s", "peak_rss_mib") and variant in e \
+            else e.get(f"{variant}_{key}")
+        return "—" if value is None else format(value, fmt)
+
+    for name, e in out.items():
+        print(" | ".join([name] + [cell(e, v, clock, ".2f") for v in ("plain", "report", "html")]
+                         + [cell(e, v, "peak_rss_mib", ".0f") for v in ("plain", "report", "html")]
+                         + [cell(e, v, k, ".2f") for v in ("report", "html") for k in ("rss_ratio", "time_ratio")]
+                         + ([f"{e['before']['report']['peak_rss_mib']:.0f}", f"{e['before']['report_rss_ratio']:.2f}",
+                             f"{e['before']['report_time_ratio']:.2f}"] if "before" in e else ["—"] * 3)))
+    if write and args.json:
+        Path(args.json).write_text(json.dumps({
+            "figure_kinds": {"fresh": "measured: CLI in a fresh process, wall s and peak RSS MiB"},
+            "load_average": os.getloadavg(), "python": platform.python_version(),
+            "highcard_rows": None if hc_table is None else hc_table.n_rows, "income_levels": args.income_levels,
+            "fresh_repeat": args.fresh_repeat, "fresh_before": args.fresh_before,
+            "time_ratios_clock": "cpu (user+sys of the child)" if args.cpu_time else "wall",
+            "results": [{"name": n, "fresh": e} for n, e in out.items()]}, indent=2) + "\n")
+    return out
 
 
 if __name__ == "__main__":

@@ -50,8 +50,11 @@ def resample_codes(table: EncodedTable, n: int, seed: int = 20240601) -> Encoded
     return EncodedTable(list(table.columns), codes, [list(d) for d in table.dictionaries])
 
 
-def highcard(seed: int = 20261123) -> tuple[EncodedTable, dict[str, Hierarchy]]:
-    """ADULT + `zip` (QI, ≈ 13,500 values) + `income` (sensitive, ≈ 800 values)."""
+def highcard(seed: int = 20261123, income_levels: int = 4) -> tuple[EncodedTable, dict[str, Hierarchy]]:
+    """ADULT + `zip` (QI, ≈ 13,500 values) + `income` (sensitive, ≈ 800 values).
+
+    `income_levels`: levels of income's interval hierarchy, 4 (value, bands of 10 and 100, *)
+    or 5 (value, bands of 10, 50 and 200, *); the rows are the same either way."""
     header, rows, hier = load_adult()
     rng = np.random.default_rng(seed)
     n = len(rows)
@@ -66,6 +69,7 @@ def highcard(seed: int = 20261123) -> tuple[EncodedTable, dict[str, Hierarchy]]:
     hier = dict(hier)
     hier["zip"] = Hierarchy.from_rows("zip", [[z] + [z[:5 - i] + "*" * i for i in range(1, 6)] for z in used_zips])
     values = sorted(set(income.tolist()))
+    widths = {4: (10, 100), 5: (10, 50, 200)}[income_levels]
     hier[SENSITIVE] = Hierarchy.from_rows(SENSITIVE, [
-        [str(v), f"{v // 10 * 10}-{v // 10 * 10 + 9}", f"{v // 100 * 100}-{v // 100 * 100 + 99}", "*"] for v in values])
+        [str(v)] + [f"{v // w * w}-{v // w * w + w - 1}" for w in widths] + ["*"] for v in values])
     return table, hier

@@ -25,7 +25,6 @@ from fedanon.data.io.delimited import write_columns
 from fedanon.cli.inputs import load_inputs
 from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
-from fedanon.kit.optional import require_matplotlib
 
 SUPPRESSED = "*"
 # Default bound of the heuristic search (lattices above the node budget). Why a default: a
@@ -178,8 +177,6 @@ def run(args: argparse.Namespace) -> int:
 
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
-    if args.html is not None:
-        require_matplotlib()  # before any work, not after the anonymization
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 

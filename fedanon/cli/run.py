@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from fedanon.kit.optional import require_matplotlib
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +32,6 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
 
-    if args.html is not None:
-        require_matplotlib()  # before any party is contacted, not after the run
     cfg = load_run_config(args.config)
     if args.protocol:
         if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":

@@ -22,7 +22,6 @@ import numpy as np
 
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import FedanonError, InputError, PeerError
-from fedanon.kit.optional import require_matplotlib
 from fedanon.parties.reaper import guarded_temp_dir, sigterm_safe
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 
@@ -372,8 +371,6 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.cli.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
-    if args.html:
-        require_matplotlib()  # before the parties start, not after the run
     config, hierarchy_paths, sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":

@@ -43,6 +43,7 @@ from fedanon.stats.keys import group_keys
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
+from fedanon.report.sensitive import sensitive_figures
 
 DEFAULT_THRESHOLD = 0.2  # risk above 1/5: records in classes smaller than 5
 STAR = b"*"
@@ -134,59 +135,12 @@ def _attacker(f: np.ndarray, big_f: np.ndarray, n: int, threshold: float) -> dic
     }
 
 
-def _entropy_l(hist: np.ndarray) -> np.ndarray:
-    p = hist / hist.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
-    return np.exp(h)
-
-
-def _recursive_c(hist: np.ndarray, max_l: int) -> dict[str, float]:
-    """For each l: the smallest c such that every class has r1 < c' (r_l + ... + r_m) for all c' > c."""
-    ordered = -np.sort(-hist, axis=1)
-    out: dict[str, float] = {}
-    for l in range(2, max_l + 1):
-        tail = ordered[:, l - 1:].sum(axis=1)
-        out[str(l)] = float((ordered[:, 0] / tail).max())
-    return out
-
-
-def _emd_hierarchical(p_class: np.ndarray, overall: np.ndarray, code_map: np.ndarray) -> np.ndarray:
-    """Li et al.'s hierarchical EMD per class (closed form: sum of level/H · min(pos, neg) per inner node)."""
-    height = code_map.shape[0] - 1
-    extra = p_class - overall[None, :]
-    total = np.zeros(p_class.shape[0])
-    for level in range(1, height + 1):
-        child, parent = code_map[level - 1], code_map[level]
-        up = np.zeros((int(child.max()) + 1, int(parent.max()) + 1))
-        up[child, parent] = 1.0
-        pos = np.maximum(extra, 0.0) @ up
-        neg = np.maximum(-extra, 0.0) @ up
-        total += level / height * np.minimum(pos, neg).sum(axis=1)
-        extra = pos - neg
-    return total
-
-
 def _satisfies_sensitive(table: EncodedTable, attr: str, released: np.ndarray, inverse: np.ndarray,
                          n_classes: int, hierarchy: Hierarchy | None) -> dict[str, Any]:
     c = table.column_index(attr)
-    d = len(table.dictionaries[c])
-    codes = table.codes[:, c].astype(np.int64)
-    hist = np.bincount(inverse * d + codes[released], minlength=n_classes * d).reshape(n_classes, d)
-    sizes = hist.sum(axis=1, keepdims=True)
-    overall = np.bincount(codes, minlength=d) / len(codes)
-    p_class = hist / sizes
-    distinct = int((hist > 0).sum(axis=1).min())
-    out: dict[str, Any] = {
-        "distinct_l": distinct,
-        "entropy_l": float(_entropy_l(hist).min()),
-        "recursive_c": _recursive_c(hist, min(distinct, 10)),
-        "t_equal": float((0.5 * np.abs(p_class - overall[None, :]).sum(axis=1)).max()),
-    }
-    if hierarchy is not None:
-        code_map, _ = hierarchy.code_map(table.dictionaries[c])
-        out["t_hierarchical"] = float(_emd_hierarchical(p_class, overall, code_map).max())
-    return out
+    codes = table.codes[:, c]
+    code_map = hierarchy.code_map(table.dictionaries[c])[0] if hierarchy is not None else None
+    return sensitive_figures(inverse, codes[released], n_classes, codes, len(table.dictionaries[c]), code_map)
 
 
 def _population_sizes(table: EncodedTable, qis: Sequence[str], first: np.ndarray, rows: np.ndarray,

@@ -11,4 +11,8 @@ def __getattr__(name: str) -> Any:
         from fedanon import frame
 
         return getattr(frame, name)
+    if name == "microaggregate":
+        from fedanon.microagg import microaggregate
+
+        return microaggregate
     raise AttributeError(f"module 'fedanon' has no attribute {name!r}")

@@ -96,9 +96,11 @@ class _Remaining:
         self._advance()
         floor = self.rad[self.head] - 2 * shift - _SLACK * (1 + self.rad[self.head])
         candidates = int(np.searchsorted(-self.rad, -floor, side="right")) - self.head
-        if candidates > max(FIRST_BLOCK, RELIST_FRACTION * self.count):
-            self._relist(c)
-            return self.farthest_from_centroid()
+        if shift > 0 and candidates > max(FIRST_BLOCK, RELIST_FRACTION * self.count):
+            self._relist(c)  # centred on c, the bound is as tight as it gets (ties may still be many)
+            shift = 0.0
+            self._advance()
+            floor = self.rad[self.head] - _SLACK * (1 + self.rad[self.head])
         return self._scan(c, shift, floor)
 
     def farthest_from(self, point: np.ndarray) -> int:

@@ -114,3 +114,12 @@ def test_adult_age_mdav_k5(tmp_path: Path) -> None:
     assert doc["groups"]["smallest_group"] >= 5 and doc["groups"]["largest_group"] <= 9
     assert 0 < doc["information_loss"]["sse_sst"] < 0.001  # ages repeat a lot: groups are nearly pure
     assert doc["per_attribute"]["age"]["released_mean"] == pytest.approx(doc["per_attribute"]["age"]["mean"])
+
+
+def test_kward_row_limit_is_one_line(table: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import fedanon.cli.microaggregate as command
+
+    monkeypatch.setattr(command, "KWARD_MAX_ROWS", 5)
+    assert main(["microaggregate", str(table), "--attribute", "age", "--k", "2", "--method", "kward", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "at most 5 rows" in err[0] and "6" in err[0]

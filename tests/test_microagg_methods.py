@@ -123,6 +123,19 @@ def test_kward_splits_groups_of_2k_or_more() -> None:
     assert sizes.min() >= 2 and sizes.max() <= 3
 
 
+def test_kward_step_three_splits_a_group_of_2k() -> None:
+    # x = 1 2 4 5 16 20 22 23 24 26, k = 2. Step 1: the extremes 1 and 26 seed {1, 2} and {26, 24}.
+    # Step 2 (Ward, d = ni nj / (ni + nj) * diff^2): {4, 5} (0.5), {22, 23} (0.5); then 20 joins
+    # {22, 23} (2/3 * 2.5^2 = 4.17 < 20-16's 8); then 16 joins {20, 22, 23} (3/4 * 5.67^2 = 24.1,
+    # against 54 to {24, 26} and 88 to {4, 5}): a group of 4 = 2k.
+    # Step 3 on {16, 20, 22, 23}: the extremes 16 and 23 seed {16, 20} and {23, 22}.
+    x = [1, 2, 4, 5, 16, 20, 22, 23, 24, 26]
+    result = microaggregate_array(column(x), 2, "kward")
+    assert partition(result.groupings[0]) == {frozenset({0, 1}), frozenset({2, 3}), frozenset({4, 5}),
+                                              frozenset({6, 7}), frozenset({8, 9})}
+    assert result.released[:, 0].tolist() == [1.5, 1.5, 4.5, 4.5, 18, 18, 22.5, 22.5, 25, 25]
+
+
 # --------------------------------------------------------------------------- quality
 def test_linkage_risk_hand_case() -> None:
     # groups {0, 1} -> 0.5 and {2, 3} -> 10.5 (1-D): every record's nearest released value is

@@ -21,8 +21,9 @@ Why it is fast without an n x n matrix or a pass over all records per group:
 * grouped records stay in the arrays (masked) until a quarter of them are grouped, then
   arrays, list and tree are rebuilt on the survivors.
 
-Ties (equal distances) go to the first record met in the radius list; duplicates are
-interchangeable, so this changes no figure of the result.
+Ties (equal distances) go to the first record met in the radius list (input order among
+equal radii) and to the k-d tree's order among equally near records. MDAV itself names no
+rule; with integer-valued attributes another rule gives other groups of equal standing.
 """
 
 from __future__ import annotations

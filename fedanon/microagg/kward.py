@@ -19,7 +19,7 @@ merged ones look again (Ward's distance is reducible: a merged group is never cl
 a third group than the nearer of its parts, so no other partner can change, except where
 the k-or-more rule forbids a pair that was allowed). Each look is one vectorized pass
 over the groups, so a run is O(n^2) arithmetic in O(n) memory; `KWARD_MAX_ROWS` bounds
-the input so that a call stays in the range of seconds to a minute.
+the input so that one call stays within a couple of minutes.
 """
 
 from __future__ import annotations

@@ -16,4 +16,8 @@ def __getattr__(name: str) -> Any:
         from fedanon import engine
 
         return getattr(engine, name)
+    if name == "microaggregate":
+        from fedanon.microagg import microaggregate
+
+        return microaggregate
     raise AttributeError(f"module 'fedanon' has no attribute {name!r}")

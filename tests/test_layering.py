@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("fedanon.data", "fedanon.crypto", "fedanon.proto"),
     ("fedanon.stats",),
     ("fedanon.model",),
-    ("fedanon.engine",),
+    ("fedanon.engine", "fedanon.microagg"),
     ("fedanon.oracle", "fedanon.report"),
     ("fedanon.protocols",),
     ("fedanon.parties",),

@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "hierarchy",
     "risk",
+    "microaggregate",
 )
 
 

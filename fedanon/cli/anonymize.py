@@ -311,20 +311,28 @@ def run(args: argparse.Namespace) -> int:
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
+    if config.model("dp") is not None and args.verify:
+        raise InputError("--verify re-checks a deterministic optimum; a --dp release is a random draw "
+                         "(its k and budget are in the report): leave out --verify")
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 
     released = table.select(kept)
     encoded = released.encoded()
     progress, stop = _progress_factory(args.quiet)
     try:
-        result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
-                           limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
-                           keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
+        if config.model("dp") is not None:
+            from fedanon.engine.safepub import release
+
+            result = release(encoded, hierarchies, config, progress=progress)
+        else:
+            result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
+                               limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
+                               keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
     finally:
         stop()
 
     suppressed = np.asarray(result.suppressed, dtype=bool)
-    keep = np.ones(table.n_rows, dtype=bool)
+    keep = np.ones(result.output.n_rows, dtype=bool)
     if subset is not None:
         keep &= subset  # only the research subset is released (δ-presence)
     if spec.drop_suppressed:
@@ -368,7 +376,13 @@ def run(args: argparse.Namespace) -> int:
         if spec.report is not None or args.html is not None:
             from fedanon.report.analysis import extend_report
 
-            analysis = extend_report(report, encoded, hierarchies, config, result, research_subset=subset)
+            if result.released is None:
+                analysis = extend_report(report, encoded, hierarchies, config, result, research_subset=subset)
+            else:  # a sampled release: risk and utility of the released rows, judged as k-anonymity
+                from fedanon.engine.safepub import sampled_view
+
+                sample, kconfig = sampled_view(encoded, config, result)
+                analysis = extend_report(report, sample, hierarchies, kconfig, result)
     finally:
         finish_output()  # every path out waits for the write (idempotent); no report of a failed release
     if analysis is not None and args.html is not None:

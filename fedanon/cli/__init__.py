@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "hierarchy",
     "risk",
+    "stats",
 )
 
 

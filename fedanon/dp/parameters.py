@@ -145,11 +145,17 @@ class SafePubParameters:
                 "epsilon_per_step": self.epsilon_per_step, "beta": self.beta, "k": self.k}
 
 
+def derive_k(delta: float, epsilon_anon: float) -> int:
+    """SafePub's k for (ε_anon, δ), with β = 1 - e^(-ε_anon); computed afresh on every call."""
+    return smallest_k(delta, epsilon_anon, sampling_probability(epsilon_anon))
+
+
 _K_CACHE: dict[tuple[float, float], int] = {}
 
 
 def _k_cached(delta: float, epsilon_anon: float) -> int:
+    """derive_k, once per process and parameters (a large ε takes seconds)."""
     key = (delta, epsilon_anon)
     if key not in _K_CACHE:
-        _K_CACHE[key] = smallest_k(delta, epsilon_anon, sampling_probability(epsilon_anon))
+        _K_CACHE[key] = derive_k(delta, epsilon_anon)
     return _K_CACHE[key]

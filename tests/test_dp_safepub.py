@@ -159,6 +159,16 @@ def test_the_same_seed_gives_the_same_release(adult: pd.DataFrame) -> None:
     assert not one.index.equals(other.index)
 
 
+def test_final_last_releases_the_last_draw_and_best_the_best_scoring(adult: pd.DataFrame) -> None:
+    _out, best = _frame(adult, seed=8)
+    _out, last = _frame(adult, seed=8, final="last")
+    drawn_best, drawn_last = best.result.extra["dp"]["search"], last.result.extra["dp"]["search"]
+    assert drawn_best["drawn"] == drawn_last["drawn"]        # same seed: same draws
+    assert list(last.transformation.values()) == drawn_last["drawn"][-1]
+    assert drawn_best["chosen_score"] >= drawn_last["chosen_score"]
+    assert last.result.extra["dp"]["final"] == "last"
+
+
 def test_without_a_seed_opendp_draws_and_the_release_says_so(adult: pd.DataFrame) -> None:
     out, report = _frame(adult)
     dp = report.result.extra["dp"]
@@ -176,6 +186,8 @@ def test_bad_settings_are_one_line_errors() -> None:
         dp.parse("1,1e-6", ParseContext(options={"search_budget": "2"}))
     with pytest.raises(InputError, match="--dp-steps"):
         dp.parse({"epsilon": 1, "delta": 1e-6, "steps": 0}, ParseContext(source="run.toml"))
+    with pytest.raises(InputError, match="--dp-final"):
+        dp.parse("1,1e-6", ParseContext(options={"final": "worst"}))
 
 
 def test_the_model_refuses_every_path_but_the_sampled_release() -> None:

@@ -5,7 +5,8 @@
    adds the direct specializations of the current transformation to a candidate set, removes
    the current one, and draws the next from the candidates with the exponential mechanism at
    ε_search / steps. The release uses the best-scoring transformation among those drawn
-   (the top included), as the published algorithm and its reference implementation do.
+   (the top included), as SafePub's reference implementation in ARX does, or -- with
+   `final = "last"` -- the last one drawn, which is a function of the draws alone.
 3. Anonymize: generalize the sample with that transformation and suppress every class
    smaller than the derived k (no suppression limit: the guarantee needs every small class
    suppressed, whatever their number).
@@ -85,7 +86,8 @@ def specializations(levels: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def search(top: tuple[int, ...], score: Callable[[tuple[int, ...]], float], params: SafePubParameters,
-           rng: Randomness, ledger: Ledger, progress: Callable[[int, int], None] | None = None) -> SearchTrace:
+           rng: Randomness, ledger: Ledger, progress: Callable[[int, int], None] | None = None,
+           final: str = "best") -> SearchTrace:
     """The exponential-mechanism walk down from `top` (see the module text)."""
     scores: dict[tuple[int, ...], float] = {top: score(top)}
     candidates: dict[tuple[int, ...], float] = {top: scores[top]}
@@ -111,6 +113,8 @@ def search(top: tuple[int, ...], score: Callable[[tuple[int, ...]], float], para
         ledger.spend("transformation search", SELECTION if not rng.seeded else "exponential mechanism (seeded, tests only)",
                      params.epsilon_per_step * steps_taken, 0.0, steps=steps_taken,
                      epsilon_per_step=params.epsilon_per_step, score="granularity, sensitivity 1")
+    if final == "last":
+        best, best_score = pivot, scores[pivot]
     return SearchTrace(drawn, best, best_score, len(scores), steps_taken)
 
 
@@ -148,7 +152,7 @@ def release(
     sample = prepare_structure(compact_rows(table, rows), hierarchies, kconfig)
     grouper = sample.grouper
     scorer = GranularityScore(grouper, LossFractions(sample), table.n_rows, k)
-    trace = search(top, scorer, params, rng, ledger, progress)
+    trace = search(top, scorer, params, rng, ledger, progress, final=model.final)
     ledger.spend("row sample and k-anonymization", SAMPLING if not rng.seeded else "sampling (seeded, tests only)",
                  params.epsilon_anon, params.delta, beta=params.beta, k=k)
     levels = trace.chosen
@@ -165,6 +169,7 @@ def release(
         "sampled_rows": int(rows.size), "input_rows": table.n_rows,
         "randomness": rng.name, "seeded": rng.seeded,
         "selection": "sampled by the exponential mechanism, not an optimum",
+        "final": model.final,
         "score": "granularity (SafePub), sensitivity 1",
         "granularity_loss": granularity,   # over the whole input: rows not released count 1 per QI
         "search": {"drawn": [list(d) for d in trace.drawn], "scored": trace.scored,

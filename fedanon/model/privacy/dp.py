@@ -34,7 +34,10 @@ from fedanon.model.registry import ClassView, ParseContext, PrivacyModel, number
 
 DEFAULT_STEPS = 100
 DEFAULT_SEARCH_SHARE = 0.1   # of ε, when no search budget is given
-FIELDS = ("epsilon", "delta", "steps", "search_budget", "seed")
+FIELDS = ("epsilon", "delta", "steps", "search_budget", "final", "seed")
+#: which drawn transformation is released: the best-scoring one (SafePub's reference
+#: implementation) or the last one drawn (a function of the draws alone)
+FINAL_CHOICES = ("best", "last")
 
 
 def _integer(value: Any, what: str) -> int:
@@ -59,6 +62,7 @@ class DifferentialPrivacy(PrivacyModel):
     delta: float
     steps: int = DEFAULT_STEPS
     search_budget: float | None = None   # ε_search; None = DEFAULT_SEARCH_SHARE·ε
+    final: str = "best"                  # one of FINAL_CHOICES
     seed: int | None = None              # tests only: repeatable draws, not private
 
     key = "dp"
@@ -70,6 +74,9 @@ class DifferentialPrivacy(PrivacyModel):
         "steps": ("--dp-steps", "N", f"exponential-mechanism draws of the --dp search (default {DEFAULT_STEPS})"),
         "search_budget": ("--dp-search-budget", "EPSILON",
                           f"part of the --dp epsilon spent by the search (default {DEFAULT_SEARCH_SHARE:g} x epsilon)"),
+        "final": ("--dp-final", "best|last",
+                  "which drawn transformation the --dp release uses: the best-scoring one, as SafePub's "
+                  "reference implementation (default), or the last one drawn"),
         "seed": ("--seed", "N", "seed the --dp draws so a run can be repeated: FOR TESTS ONLY, not private"),
     }
 
@@ -95,6 +102,7 @@ class DifferentialPrivacy(PrivacyModel):
             steps=_integer(entries.get("steps", DEFAULT_STEPS), "--dp-steps"),
             search_budget=None if entries.get("search_budget") is None
             else number(entries["search_budget"], "--dp-search-budget"),
+            final=str(entries.get("final", "best")).strip(),
             seed=None if entries.get("seed") is None else _integer(entries["seed"], "--seed"),
         )
         model.check()
@@ -111,6 +119,8 @@ class DifferentialPrivacy(PrivacyModel):
         budget = self.epsilon_search
         if not (math.isfinite(budget) and 0 < budget < self.epsilon):
             raise InputError(f"--dp-search-budget must be in (0, epsilon={self.epsilon:g}), got {budget!r}")
+        if self.final not in FINAL_CHOICES:
+            raise InputError(f"--dp-final must be one of {', '.join(FINAL_CHOICES)}, got {self.final!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
             raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
 

@@ -26,6 +26,9 @@ from fedanon.errors import InputError
 
 #: the search for k gives up here: a k this large suppresses any realistic table entirely
 MAX_K = 1_000_000
+#: the scan over n for one δ(k) gives up here: only an ε_anon far beyond useful values
+#: (β within a hair of 1, where c(n) hardly falls) needs more
+MAX_N = 1 << 18
 
 
 def sampling_probability(epsilon_anon: float) -> float:
@@ -40,13 +43,20 @@ def gamma(epsilon_anon: float, beta: float) -> float:
 
 
 class _BinomialTails:
-    """a(n) = P[Binomial(n, β) > γ·n], summed in log space over a growing log-factorial table."""
+    """a(n) = P[Binomial(n, β) > γ·n] and the bound c(n), as arrays over n = 0, 1, 2, ...
+
+    Why arrays: for ε_anon of a few units γ is close to β, c(n) falls slowly and the scan for
+    one k runs over tens of thousands of n; the scans of different k overlap, so a(n) is
+    computed once per n and each scan is a vectorized running maximum.
+    """
 
     def __init__(self, beta: float, g: float) -> None:
         self.beta, self.gamma = beta, g
         self.log_beta, self.log_rest = math.log(beta), math.log1p(-beta)
+        self.rate = g * math.log(g / beta) - (g - beta)
         self._log_fact = np.zeros(1)
-        self._cache: dict[int, float] = {}
+        self.a = np.zeros(1)          # a(0) = 0 (an empty class is never released)
+        self.c = np.ones(1)
 
     def _factorials(self, n: int) -> np.ndarray:
         if self._log_fact.shape[0] <= n:
@@ -54,50 +64,67 @@ class _BinomialTails:
             self._log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, size, dtype=np.float64)))])
         return self._log_fact
 
-    def a(self, n: int) -> float:
-        cached = self._cache.get(n)
-        if cached is not None:
-            return cached
+    def _a(self, n: int) -> float:
         start = math.floor(n * self.gamma) + 1
         if start > n:
-            value = 0.0
-        else:
-            lf = self._factorials(n)
-            j = np.arange(start, n + 1)
-            logs = lf[n] - lf[j] - lf[n - j] + j * self.log_beta + (n - j) * self.log_rest
-            top = float(logs.max())
-            value = float(math.exp(top) * np.exp(logs - top).sum())
-        self._cache[n] = value
-        return value
+            return 0.0
+        lf = self._factorials(n)
+        j = np.arange(start, n + 1)
+        logs = lf[n] - lf[j] - lf[n - j] + j * self.log_beta + (n - j) * self.log_rest
+        top = float(logs.max())
+        return float(math.exp(top) * np.exp(logs - top).sum())
 
-    def c(self, n: int) -> float:
-        g, b = self.gamma, self.beta
-        return math.exp(-n * (g * math.log(g / b) - (g - b)))
+    def extend(self, upto: int) -> None:
+        """Make a and c known for every n <= upto."""
+        have = self.a.shape[0]
+        if upto < have:
+            return
+        self._factorials(upto)
+        fresh = np.array([self._a(n) for n in range(have, upto + 1)])
+        self.a = np.concatenate([self.a, fresh])
+        self.c = np.exp(-np.arange(upto + 1, dtype=np.float64) * self.rate)
 
 
 def delta_for_k(k: int, epsilon_anon: float, beta: float, tails: _BinomialTails | None = None) -> float:
     """δ(k) of sampling with β followed by a safe k-anonymization, per the formula above."""
     g = gamma(epsilon_anon, beta)
     tails = tails or _BinomialTails(beta, g)
-    n = max(1, math.ceil(k / g - 1.0))
-    best = 0.0
+    start = max(1, math.ceil(k / g - 1.0))
+    upto = max(2 * start, 1024)
     while True:
-        best = max(best, tails.a(n))
-        if best >= tails.c(n):
-            return best
-        n += 1
+        tails.extend(upto)
+        running = np.maximum.accumulate(tails.a[start:upto + 1])
+        done = np.flatnonzero(running >= tails.c[start:upto + 1])
+        if done.size:
+            return float(running[done[0]])
+        if upto >= MAX_N:
+            raise InputError(f"epsilon_anon={epsilon_anon:g} is too large to derive k (beta={beta:.6f} is too "
+                             "close to 1); use a smaller --dp epsilon")
+        upto = min(2 * upto, MAX_N)
 
 
 def smallest_k(delta: float, epsilon_anon: float, beta: float) -> int:
     """The smallest k with δ(k) ≤ δ.
 
     δ(k) does not increase with k (its range of n starts at n_m, which grows with k), so the
-    answer is found by doubling and bisection: O(log k) evaluations of δ, not k of them.
+    answer is found by doubling and bisection: O(log k) decisions "δ(k) ≤ δ?", not k of them.
     """
     tails = _BinomialTails(beta, gamma(epsilon_anon, beta))
+    if tails.rate <= 0 or math.log(1.0 / delta) / tails.rate > MAX_N:
+        # the bound c(n) reaches δ only beyond MAX_N: the scans could not end (checked up front
+        # because evaluating that many a(n) takes minutes)
+        raise InputError(f"epsilon_anon={epsilon_anon:g} is too large to derive k for delta={delta:g} "
+                         f"(beta={beta:.6f} is too close to 1); use a smaller --dp epsilon")
+
+    # a(n) ≤ c(n) ≤ c(n*) ≤ δ for every n ≥ n*, so δ(k) ≤ δ exactly when no a(n) with
+    # n_m ≤ n < n* exceeds δ: one scan of a bounded range decides each k
+    n_star = math.ceil(math.log(1.0 / delta) / tails.rate)
+    tails.extend(n_star)
+    g = tails.gamma
 
     def ok(k: int) -> bool:
-        return delta_for_k(k, epsilon_anon, beta, tails) <= delta
+        start = max(1, math.ceil(k / g - 1.0))
+        return start >= n_star or float(tails.a[start:n_star].max()) <= delta
 
     if ok(1):
         return 1

@@ -84,6 +84,15 @@ def test_derived_k_for_epsilon_one_delta_1e6() -> None:
     assert _delta_float(k, 0.9, p.beta, 1500) <= 1e-6 < _delta_float(k - 1, 0.9, p.beta, 1500)
 
 
+def test_an_epsilon_too_large_to_derive_k_is_refused_at_once() -> None:
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(InputError, match="too large to derive k"):
+        SafePubParameters(epsilon=8.0, delta=1e-6, epsilon_search=0.8, steps=10).k
+    assert time.perf_counter() - start < 5
+
+
 # --------------------------------------------------------------------------- the score
 def _random_table(rng: np.random.Generator, n: int) -> tuple[EncodedTable, dict[str, Hierarchy]]:
     values = {"a": [str(v) for v in range(6)], "b": ["x", "y", "z"]}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from fedanon.engine.anonymizer import anonymize
+from fedanon.engine.safepub import release, sampled_view
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.registry import ParseContext, PrivacyModel, model_types
 from fedanon.data.hierarchy import Hierarchy
@@ -196,6 +197,9 @@ def anonymize_frame(
     '0.2:equal', '0.2:hierarchical'); every other registered privacy model is a keyword named by
     its key (e.g. `delta_disclosure='1.5'`), in its CLI spelling or as a table. Returns the anonymized frame (same index;
     columns: QIs, `sensitive`, `insensitive` in the input's order) and a report.
+    `dp='EPSILON,DELTA'` (or a table with epsilon, delta, steps, search_budget, seed) draws an
+    (ε, δ)-differentially private SafePub release instead: the frame then holds the sampled
+    rows only (their original index) and `report.result.extra["dp"]` the parameters and budget.
     """
     pd = _pandas()
     if not isinstance(df, pd.DataFrame):
@@ -221,7 +225,12 @@ def anonymize_frame(
                      suppression, metric, sensitive_hierarchy is not None)
     table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
         EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
-    result = anonymize(table, hierarchies, config)
+    sampled = config.model("dp") is not None
+    result = release(table, hierarchies, config) if sampled else anonymize(table, hierarchies, config)
+    report_config = config
+    if sampled:  # a DP release holds the sampled rows only; the report judges them as k-anonymity
+        frame = frame.iloc[result.released]
+        table, report_config = sampled_view(table, config, result)
     suppressed = np.asarray(result.suppressed, dtype=bool)
     out = {}
     for c in keep:
@@ -234,6 +243,7 @@ def anonymize_frame(
         else:
             out[c] = frame[c]
     result_frame = pd.DataFrame(out, index=frame.index)[keep]
-    report = Report(result, config, hierarchies, table, pd.Series(suppressed, index=frame.index, name="suppressed"),
-                         dropped_columns=[c for c in columns if c not in declared])
+    report = Report(result, report_config, hierarchies, table,
+                    pd.Series(suppressed, index=frame.index, name="suppressed"),
+                    dropped_columns=[c for c in columns if c not in declared])
     return result_frame, report

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedanon.cli.runconfig import add_privacy_arguments, config_from_args, run_from_args
+from fedanon.cli.kit.runconfig import add_privacy_arguments, config_from_args, run_from_args
 from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.model.privacy.tcloseness import TCloseness

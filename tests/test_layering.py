@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fedanon"
 LAYERS: list[tuple[str, ...]] = [
     ("fedanon.errors", "fedanon.kit"),
     ("fedanon.data", "fedanon.crypto", "fedanon.proto"),
-    ("fedanon.stats",),
+    ("fedanon.stats", "fedanon.dp"),
     ("fedanon.model",),
     ("fedanon.engine", "fedanon.microagg"),
     ("fedanon.oracle", "fedanon.report"),

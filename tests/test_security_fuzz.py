@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from fedanon.cli import main as cli_main
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.cli.runconfig import _toml_settings, load_toml
+from fedanon.cli.kit.runconfig import _toml_settings, load_toml
 from fedanon.errors import INPUT_ERROR_LIMIT, FedanonError, InputError, ProtocolError
 from fedanon.parties.config import Limits, load_party_config, load_run_config
 from fedanon.parties.wire.resultwire import decode_result

@@ -100,6 +100,7 @@ def render() -> str:
     lines += ["| command | what it does |", "|---|---|"]
     for name, help_text, _sub in _subparsers(parser):
         lines.append(f"| [`fedanon {name}`](#fedanon-{name}) | {_escape(help_text)} |")
+    lines += _arguments_table(parser)  # the options of `fedanon` itself (e.g. --version)
     for name, help_text, sub in _subparsers(parser):
         lines += _command(f"fedanon {name}", sub, help_text, 2)
     return "\n".join(lines) + "\n"

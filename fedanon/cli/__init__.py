@@ -30,6 +30,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "hierarchy",
     "risk",
     "microaggregate",
+    "stats",
 )
 
 

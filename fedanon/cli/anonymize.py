@@ -22,8 +22,8 @@ from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.data.io.delimited import write_columns
-from fedanon.cli.inputs import load_inputs
-from fedanon.cli.runconfig import RunSpec, add_privacy_arguments, run_from_args
+from fedanon.cli.kit.inputs import load_inputs
+from fedanon.cli.kit.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.errors import InputError
 
 SUPPRESSED = "*"
@@ -94,7 +94,7 @@ def _progress_factory(quiet: bool) -> tuple[Callable[[int, int], None] | None, C
 
 
 def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
-    from fedanon.cli.summary import print_summary, result_rows
+    from fedanon.cli.kit.summary import print_summary, result_rows
 
     rows = [("input", str(spec.input)), *result_rows(report)]
     if spec.insensitive:
@@ -104,6 +104,13 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
         rows.append(("optimum", "proven" if report["optimum_found"] else
                      f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%} "
                      f"(search stopped by the {limit:g} s time limit; --time-limit S or none to search longer)"))
+    dp = report.get("dp")
+    if dp is not None:
+        rows.append(("differential privacy",
+                     f"({dp['epsilon']:g}, {dp['delta']:g})-DP by SafePub: beta = {dp['beta']:.3f}, k = {dp['k']}, "
+                     f"epsilon_search = {dp['epsilon_search']:g} over {dp.get('search', {}).get('steps_taken', 0)} draws; "
+                     f"{dp['sampled_rows']} of {dp['input_rows']} rows sampled; a random draw, not an optimum"
+                     + ("; SEEDED: for tests only, not private" if dp["seeded"] else "")))
     rows.append(("checks / roll-ups",
                  f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes"))
     rows.append(("time", f"{report['elapsed_s']:.3f} s"))
@@ -178,20 +185,28 @@ def run(args: argparse.Namespace) -> int:
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
+    if config.model("dp") is not None and args.verify:
+        raise InputError("--verify re-checks a deterministic optimum; a --dp release is a random draw "
+                         "(its k and budget are in the report): leave out --verify")
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 
     released = table.select(kept)
     encoded = released.encoded()
     progress, stop = _progress_factory(args.quiet)
     try:
-        result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
-                           limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
-                           keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
+        if config.model("dp") is not None:
+            from fedanon.engine.safepub import release
+
+            result = release(encoded, hierarchies, config, progress=progress)
+        else:
+            result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
+                               limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
+                               keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
     finally:
         stop()
 
     suppressed = np.asarray(result.suppressed, dtype=bool)
-    keep = np.ones(table.n_rows, dtype=bool)
+    keep = np.ones(result.output.n_rows, dtype=bool)
     if subset is not None:
         keep &= subset  # only the research subset is released (δ-presence)
     if spec.drop_suppressed:
@@ -235,7 +250,13 @@ def run(args: argparse.Namespace) -> int:
         if spec.report is not None or args.html is not None:
             from fedanon.report.analysis import extend_report
 
-            analysis = extend_report(report, encoded, hierarchies, config, result, research_subset=subset)
+            if result.released is None:
+                analysis = extend_report(report, encoded, hierarchies, config, result, research_subset=subset)
+            else:  # a sampled release: risk and utility of the released rows, judged as k-anonymity
+                from fedanon.engine.safepub import sampled_view
+
+                sample, kconfig = sampled_view(encoded, config, result)
+                analysis = extend_report(report, sample, hierarchies, kconfig, result)
     finally:
         finish_output()  # every path out waits for the write (idempotent); no report of a failed release
     if analysis is not None and args.html is not None:

@@ -30,7 +30,7 @@ HELPER_NAME = "helper"  # the simulated helper party's name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fedanon.cli.runconfig import add_privacy_arguments
+    from fedanon.cli.kit.runconfig import add_privacy_arguments
 
     p = subparsers.add_parser(
         "simulate",
@@ -366,9 +366,9 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- command
 def run(args: argparse.Namespace) -> int:
-    from fedanon.cli.inputs import load_inputs
+    from fedanon.cli.kit.inputs import load_inputs
     from fedanon.data.io.delimited import write_table_csv
-    from fedanon.cli.runconfig import run_from_args
+    from fedanon.cli.kit.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     config, hierarchy_paths, sensitive, _subset_path = spec.privacy

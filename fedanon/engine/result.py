@@ -37,6 +37,9 @@ class AnonymizationResult:
     #: grouping millions of rows again. Not part of the report, not compared.
     prepared: Any = field(default=None, repr=False, compare=False)
     optimum_classes: Any = field(default=None, repr=False, compare=False)
+    #: a sampled release (differential privacy): the input row of each output row, in input
+    #: order; rows not listed are not part of the release. None: every input row is.
+    released: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_report(self) -> dict[str, Any]:
         """JSON-able summary; keys are a stable contract for the CLI and protocols."""

@@ -43,6 +43,8 @@ class ParseContext:
     base: Path | None = None            # folder relative paths are resolved against
     source: str = "command line"        # where the setting came from, for error messages
     files: dict[str, Path] = field(default_factory=dict)
+    #: the model's further flags (`PrivacyModel.options`) given on the command line, by option name
+    options: dict[str, str] = field(default_factory=dict)
 
     def require_sensitive(self) -> str:
         """The sensitive attribute a model of it is judged on, or the error that says how to name one."""
@@ -80,7 +82,9 @@ class PrivacyModel:
     * `uses_sensitive`: judged on the sensitive attribute (its field `attribute`);
     * `needs_subset`: needs the research subset (which input rows are released);
     * `decomposes_over_shares`: judged on each class alone, so the §4.3 baselines (every party
-      anonymizes its own share) can apply it.
+      anonymizes its own share) can apply it;
+    * `options`: further command-line flags of the model, option name -> (flag, metavar, help);
+      their text reaches `parse` in `ParseContext.options` (a TOML table names them as keys).
     """
 
     key: ClassVar[str]
@@ -90,6 +94,7 @@ class PrivacyModel:
     uses_sensitive: ClassVar[bool] = False
     needs_subset: ClassVar[bool] = False
     decomposes_over_shares: ClassVar[bool] = False
+    options: ClassVar[dict[str, tuple[str, str, str]]] = {}
 
     @classmethod
     def parse(cls, value: Any, ctx: ParseContext) -> "PrivacyModel":

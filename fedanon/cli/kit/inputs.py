@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fedanon.cli.runconfig import RunSpec
+from fedanon.cli.kit.runconfig import RunSpec
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.columnar import ColumnarTable
 from fedanon.data.io.delimited import same_file

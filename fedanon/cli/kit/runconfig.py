@@ -81,6 +81,8 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
     g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
     for model in model_types().values():
         g.add_argument(model.flag, dest=model.key, default=None, metavar=model.metavar, help=model.help)
+        for name, (flag, metavar, text) in model.options.items():
+            g.add_argument(flag, dest=option_dest(model.key, name), default=None, metavar=metavar, help=text)
     g.add_argument("--suppression", type=float, default=None, metavar="FRACTION",
                    help="fraction of rows that may be suppressed, in [0, 1) (default 0)")
     g.add_argument("--metric", default=None, metavar="NAME",
@@ -96,6 +98,11 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
     csv_group.add_argument("--encoding", default=None, metavar="NAME",
                            help="text encoding of all input files (default utf-8; a BOM is accepted), "
                                 "e.g. latin-1, cp1252")
+
+
+def option_dest(key: str, name: str) -> str:
+    """The argparse destination of a model's further flag (`PrivacyModel.options`)."""
+    return f"{key}__{name}"
 
 
 # --------------------------------------------------------------------------- parsing
@@ -219,10 +226,17 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = value
-    for key in model_types():
+    for key, model in model_types().items():
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = (value, None)
+        options = {name: getattr(args, option_dest(key, name)) for name in model.options
+                   if getattr(args, option_dest(key, name), None) is not None}
+        if options:
+            if value is None and key not in settings:
+                flags = ", ".join(model.options[n][0] for n in options)
+                raise InputError(f"{flags} given without {model.flag}")
+            settings[f"{key}:options"] = options
     for key in ("input", "output", "report"):
         value = getattr(args, key, None)
         if value is not None:
@@ -275,7 +289,8 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
         value, source = settings[key]
         ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=sensitive_hierarchy,
                            base=source.parent if source is not None else None,
-                           source=str(source) if source is not None else "command line")
+                           source=str(source) if source is not None else "command line",
+                           options=dict(settings.get(f"{key}:options", {})))
         models.append(model_type.parse(value, ctx))
         subset_path = ctx.files.get("subset", subset_path)
     if sensitive is not None and not any(m.uses_sensitive for m in models):

@@ -1,0 +1,1 @@
+"""What several commands share: flags and TOML run files, input loading, summary tables."""

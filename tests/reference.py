@@ -78,6 +78,7 @@ class Model:
     t_closeness: tuple[float, str, str] | None = None  # (t, "equal" | "hierarchical", attribute)
     delta_presence: tuple[float, float] | None = None  # (dmin, dmax)
     subset: list[bool] | None = None  # research subset flags (δ-presence)
+    beta_likeness: tuple[float, str, str] | None = None  # (β, "basic" | "enhanced", attribute)
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -162,6 +163,17 @@ def emd_hierarchical(p: dict[str, float], q: dict[str, float], tree: Tree) -> fl
     return cost
 
 
+def beta_like(values: Sequence[str], table: dict[str, float], beta: float, variant: str) -> bool:
+    """Cao & Karras 2012: for every value s, (p(s|E) − p(s|T)) / p(s|T) ≤ β (basic) or
+    ≤ min(β, −ln p(s|T)) (enhanced); values rarer in the class than in the table never fail."""
+    for value, share in distribution(values).items():
+        p = table[value]
+        limit = beta if variant == "basic" else min(beta, -math.log(p))
+        if (share - p) / p > limit + EPS:
+            return False
+    return True
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -199,7 +211,8 @@ class Reference:
     # -- models -------------------------------------------------------------------
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
-        if (m.k > 1 or (m.l_diversity is None and m.t_closeness is None and m.delta_presence is None)) \
+        if (m.k > 1 or (m.l_diversity is None and m.t_closeness is None and m.delta_presence is None
+                         and m.beta_likeness is None)) \
                 and len(members) < m.k:
             return False
         if m.l_diversity is not None:
@@ -214,12 +227,25 @@ class Reference:
             d = emd_equal(p, self.overall) if kind == "equal" else emd_hierarchical(p, self.overall, self.sensitive_tree)
             if d > t + EPS:
                 return False
+        if m.beta_likeness is not None:
+            beta, variant, attr = m.beta_likeness
+            if not beta_like(self.column(members, attr), self.table_distribution(attr), beta, variant):
+                return False
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence
             inside = sum(1 for i in members if m.subset[i])
             if inside and not (dmin - EPS <= inside / len(members) <= dmax + EPS):
                 return False
         return True
+
+    def column(self, members: list[int], attribute: str) -> list[str]:
+        """The values of `attribute` in the given rows."""
+        col = self.columns.index(attribute)
+        return [self.rows[i][col] for i in members]
+
+    def table_distribution(self, attribute: str) -> dict[str, float]:
+        """The distribution of `attribute` over the whole input (models relative to the table)."""
+        return distribution(self.column(list(range(self.n)), attribute))
 
     def evaluate(self, levels: Sequence[int]) -> NodeResult:
         classes: dict[tuple[str, ...], list[int]] = defaultdict(list)

@@ -79,6 +79,8 @@ class Model:
     delta_presence: tuple[float, float] | None = None  # (dmin, dmax)
     subset: list[bool] | None = None  # research subset flags (δ-presence)
     beta_likeness: tuple[float, str, str] | None = None  # (β, "basic" | "enhanced", attribute)
+    p_sensitive: tuple[int, str] | None = None  # (p, attribute)
+    alpha_k: tuple[float, str] | None = None  # (α, attribute)
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -211,8 +213,8 @@ class Reference:
     # -- models -------------------------------------------------------------------
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
-        if (m.k > 1 or (m.l_diversity is None and m.t_closeness is None and m.delta_presence is None
-                         and m.beta_likeness is None)) \
+        others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k)
+        if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
         if m.l_diversity is not None:
@@ -230,6 +232,14 @@ class Reference:
         if m.beta_likeness is not None:
             beta, variant, attr = m.beta_likeness
             if not beta_like(self.column(members, attr), self.table_distribution(attr), beta, variant):
+                return False
+        if m.p_sensitive is not None:  # Truta & Vinay 2006: at least p distinct sensitive values
+            p, attr = m.p_sensitive
+            if len(set(self.column(members, attr))) < p:
+                return False
+        if m.alpha_k is not None:  # Wong et al. 2006: no sensitive value above share α
+            alpha, attr = m.alpha_k
+            if max(distribution(self.column(members, attr)).values()) > alpha + EPS:
                 return False
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence

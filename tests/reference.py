@@ -81,6 +81,8 @@ class Model:
     beta_likeness: tuple[float, str, str] | None = None  # (β, "basic" | "enhanced", attribute)
     p_sensitive: tuple[int, str] | None = None  # (p, attribute)
     alpha_k: tuple[float, str] | None = None  # (α, attribute)
+    highest_risk: float | None = None  # τ: every released record's prosecutor risk 1/|E| ≤ τ
+    average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -213,7 +215,8 @@ class Reference:
     # -- models -------------------------------------------------------------------
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
-        others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k)
+        others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
+                  m.highest_risk, m.average_risk)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -241,6 +244,8 @@ class Reference:
             alpha, attr = m.alpha_k
             if max(distribution(self.column(members, attr)).values()) > alpha + EPS:
                 return False
+        if m.highest_risk is not None and 1 / len(members) > m.highest_risk + EPS:
+            return False
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence
             inside = sum(1 for i in members if m.subset[i])
@@ -263,11 +268,25 @@ class Reference:
             classes[self.generalize(row, levels)].append(i)
         res = NodeResult(tuple(levels), dict(classes))
         res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
+        if self.model.average_risk is not None:
+            res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
         res.suppressed_rows = {i for key in res.failing for i in classes[key]}
         res.anonymous = len(res.suppressed_rows) <= self.limit
         if res.anonymous:
             res.loss = self.metric(res)
         return res
+
+    @staticmethod
+    def risk_suppression(classes: dict[tuple[str, ...], list[int]], failing: set, tau: float) -> set:
+        """The classes the average-risk rule adds (docs/guide/privacy-models.md): try keeping only
+        the classes of at least m rows, m = 1, 2, ...; the first m whose kept classes / kept
+        records is at most τ wins; if none does, every class goes."""
+        kept = {key: len(members) for key, members in classes.items() if key not in failing}
+        for m in range(1, max(kept.values(), default=0) + 1):
+            left = [size for size in kept.values() if size >= m]
+            if left and len(left) <= (tau + EPS) * sum(left):
+                return {key for key, size in kept.items() if size < m}
+        return set(kept)
 
     # -- metrics (cell by cell) -----------------------------------------------------
     def metric(self, res: NodeResult, name: str | None = None) -> float:

@@ -114,6 +114,12 @@ class PrivacyModel:
         `criterion()`, so that a bug in the vectorized criterion cannot hide itself."""
         raise NotImplementedError
 
+    def release_violation(self, class_sizes: list[int]) -> str | None:
+        """The verifier's check of a model judged on the whole release (e.g. the average
+        re-identification risk), from the sizes of the released classes: why it fails, or None.
+        Class-by-class models leave it alone."""
+        return None
+
     def describe(self) -> str:
         """A short human-readable name with parameters, e.g. "recursive-(4,3)-diversity"."""
         return self.key

@@ -214,6 +214,11 @@ def verify_anonymized(
             why = model.violation(view)
             if why:
                 problems.append(f"class {label}: {why}")
+    sizes = sorted(len(members) for members in classes.values())
+    for model in models:
+        why = model.release_violation(sizes)
+        if why:
+            problems.append(f"release: {why}")
     return problems
 
 

@@ -83,6 +83,7 @@ class Model:
     alpha_k: tuple[float, str] | None = None  # (α, attribute)
     highest_risk: float | None = None  # τ: every released record's prosecutor risk 1/|E| ≤ τ
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
+    k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -178,6 +179,21 @@ def beta_like(values: Sequence[str], table: dict[str, float], beta: float, varia
     return True
 
 
+def kmap_class_size(k: int, population: int, estimator: str, alpha: float, n: int) -> int:
+    """El Emam & Dankar 2008 (D3 Poisson / D4 zero-truncated Poisson), λ = k·n/N: the smallest s
+    with P(X ≥ s) ≤ α, at most k and n. Terms λ^j e^{−λ} / j! summed one by one."""
+    lam = k * n / population
+    total = 1.0 if estimator == "poisson" else 1.0 - math.exp(-lam)
+    s = 1
+    while s < min(k, n):
+        below = sum(lam ** j * math.exp(-lam) / math.factorial(j)
+                    for j in range(0 if estimator == "poisson" else 1, s)) / total
+        if 1.0 - below <= alpha + 1e-12:   # P(X ≥ s) ≤ α
+            return s
+        s += 1
+    return min(k, n)
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -216,7 +232,7 @@ class Reference:
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
         others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
-                  m.highest_risk, m.average_risk)
+                  m.highest_risk, m.average_risk, m.k_map)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -245,6 +261,8 @@ class Reference:
             if max(distribution(self.column(members, attr)).values()) > alpha + EPS:
                 return False
         if m.highest_risk is not None and 1 / len(members) > m.highest_risk + EPS:
+            return False
+        if m.k_map is not None and len(members) < kmap_class_size(*m.k_map, n=self.n):
             return False
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence

@@ -67,6 +67,7 @@ class ClassView:
     overall: dict[str, dict[bytes, float]]        # attribute -> raw value -> share in the table
     subset_rows: int = 0
     generalizers: dict[str, Any] = field(default_factory=dict)  # attribute -> value -> its ancestors
+    table_rows: int = 0                           # rows of the input (a sample's size, for k-map)
 
 
 class PrivacyModel:

@@ -209,7 +209,8 @@ def verify_anonymized(
             problems.append(f"class {label}: {len(members)} rows < k={k}")
         view = ClassView(size=len(members),
                          sensitive_counts={a: Counter(raw[r][col[a]] for r in members) for a in sensitive},
-                         overall=overall, subset_rows=subset_in_class[key], generalizers=generalizers)
+                         overall=overall, subset_rows=subset_in_class[key], generalizers=generalizers,
+                         table_rows=n)
         for model in models:
             why = model.violation(view)
             if why:

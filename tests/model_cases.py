@@ -52,36 +52,40 @@ def instances(draw, make_model: Callable[[Callable], PrivacyModel], metrics: lis
     return table, hier, config, rows
 
 
-def flash_equals_exhaustive(table, hier, config: AnonymizationConfig, rows) -> bool:
-    """Flash's optimum is the exhaustive one and the verifier accepts the release; True if solved."""
-    expected, expected_loss = exhaustive_optimum(table, hier, config, None)
+def flash_equals_exhaustive(table, hier, config: AnonymizationConfig, rows, subset: list[bool] | None = None) -> bool:
+    """Flash's optimum is the exhaustive one and the verifier accepts the release; True if solved.
+    `subset`: the research subset (released rows) of models that need one."""
+    research = None if subset is None else np.array(subset)
+    expected, expected_loss = exhaustive_optimum(table, hier, config, research)
     if expected is None:
         with pytest.raises(NoSolutionError):
-            anonymize(table, hier, config)
+            anonymize(table, hier, config, research_subset=research)
         return False
-    result = anonymize(table, hier, config)
+    result = anonymize(table, hier, config, research_subset=research)
     assert result.transformation == expected
     assert math.isclose(result.information_loss, expected_loss, rel_tol=1e-9, abs_tol=1e-9)
     out = [[v.decode() for v in r] for r in result.output.decode_rows()]
-    assert verify_anonymized(table.columns, rows, table.columns, out, config, hier,
+    assert verify_anonymized(table.columns, rows, table.columns, out, config, hier, research_subset=subset,
                              transformation=result.transformation, suppressed=list(result.suppressed),
                              reported_suppressed_rows=result.suppressed_rows, reported_classes=result.classes) == []
     return True
 
 
-def engine_equals_reference(table, hier, config: AnonymizationConfig, rows, **reference_model) -> bool:
+def engine_equals_reference(table, hier, config: AnonymizationConfig, rows, subset: list[bool] | None = None,
+                            **reference_model) -> bool:
     """The engine's optimum, loss and release equal the independent reference's; True if solved."""
     assert config.metric in REFERENCE_METRICS
+    research = None if subset is None else np.array(subset)
     ref_hier = {name: [[v.decode() for v in r] for r in h.rows] for name, h in hier.items()}
     ref = Reference(list(table.columns), rows, ref_hier,
                     Model(list(config.quasi_identifiers), k=config.k, suppression=config.suppression,
-                          metric=config.metric, **reference_model))
+                          metric=config.metric, subset=subset, **reference_model))
     expected = ref.optimum()
     if expected is None:
         with pytest.raises(NoSolutionError):
-            anonymize(table, hier, config)
+            anonymize(table, hier, config, research_subset=research)
         return False
-    result = anonymize(table, hier, config)
+    result = anonymize(table, hier, config, research_subset=research)
     assert result.transformation == dict(zip(config.quasi_identifiers, expected.levels))
     assert math.isclose(result.information_loss, expected.loss, rel_tol=1e-9, abs_tol=1e-9)
     got = [[v.decode() for v in row] for row in result.output.decode_rows()]
@@ -103,5 +107,3 @@ def simulate_b_equals_anonymize(tmp_path: Path, model_flags: list[str]) -> None:
     assert released(sim_out) == released(ref_out)
 
 
-def solved_share(outcomes: list[bool]) -> float:
-    return float(np.mean(outcomes)) if outcomes else 0.0

@@ -84,6 +84,7 @@ class Model:
     highest_risk: float | None = None  # τ: every released record's prosecutor risk 1/|E| ≤ τ
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
+    k_map_population: int | None = None  # k against the input as population; `subset` = released rows
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -232,7 +233,7 @@ class Reference:
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
         others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
-                  m.highest_risk, m.average_risk, m.k_map)
+                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -264,6 +265,8 @@ class Reference:
             return False
         if m.k_map is not None and len(members) < kmap_class_size(*m.k_map, n=self.n):
             return False
+        if m.k_map_population is not None and any(m.subset[i] for i in members) and len(members) < m.k_map_population:
+            return False  # released rows that match fewer than k people of the population
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence
             inside = sum(1 for i in members if m.subset[i])

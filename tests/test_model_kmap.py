@@ -1,5 +1,6 @@
-"""k-map estimated from the sampling fraction: hand-computed k', Flash == exhaustive == reference,
-every entry point. The model is one module (fedanon/model/privacy/kmap.py) on the registry.
+"""k-map, estimated from the sampling fraction and against a population table: hand-computed
+cases, Flash == exhaustive == reference, every entry point. Both are one module
+(fedanon/model/privacy/kmap.py) on the registry.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
-from fedanon.model.privacy.kmap import KMap
+from fedanon.model.privacy.kmap import KMap, KMapPopulation
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
 from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
@@ -137,3 +138,67 @@ def test_bad_value_is_one_line_exit_2(capsys):
 @pytest.mark.slow
 def test_simulate_protocol_b_equals_central(tmp_path):
     simulate_b_equals_anonymize(tmp_path, ["--k-map", "5:400:zero-truncated", "--suppression", "0.25"])
+
+
+# ----------------------------------------------------------------- against a population table
+
+def test_population_table_hand_computed():
+    # k = 3; (population rows, released rows) per class:
+    # (5, 2) passes; (2, 1) fails: 1 released row matches 2 people; (2, 0) releases nothing; (3, 3) passes
+    criterion = KMapPopulation(3).criterion()
+    criterion.prepare(CriterionContext(n_rows=12, subset_total=6))
+    stats = ClassStats(np.array([5, 2, 2, 3]), subset_sizes=np.array([2, 1, 0, 3]))
+    assert criterion.classes_ok(stats).tolist() == [True, False, True, True]
+    assert criterion.monotone and not criterion.monotone_with_suppression
+    model = KMapPopulation(3)
+    assert model.violation(ClassView(size=2, sensitive_counts={}, overall={}, subset_rows=1)) is not None
+    assert model.violation(ClassView(size=2, sensitive_counts={}, overall={}, subset_rows=0)) is None
+    with pytest.raises(InputError, match="needs the sample"):
+        KMapPopulation(3).criterion().prepare(CriterionContext(n_rows=12))
+
+
+def test_population_table_parsing(tmp_path):
+    ctx = ParseContext(base=tmp_path)
+    assert KMapPopulation.parse("4:sample.csv", ctx) == KMapPopulation(4)
+    assert ctx.files["subset"] == tmp_path / "sample.csv"
+    assert KMapPopulation.parse({"k": 2, "subset": "s.csv"}, ctx) == KMapPopulation(2)
+    with pytest.raises(InputError, match="expected K:SAMPLE.csv"):
+        KMapPopulation.parse("4", ctx)
+    assert "k_map_population" in model_types()
+
+
+@st.composite
+def _with_sample(draw):
+    table, hier, config, rows = draw(instances(lambda d: KMapPopulation(d(st.sampled_from([2, 3, 4]))),
+                                               metrics=["loss", "nonuniform-entropy", "discernibility"]))
+    subset = [draw(st.booleans()) for _ in rows]
+    subset[draw(st.integers(0, len(rows) - 1))] = True
+    return table, hier, config, rows, subset
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_with_sample())
+def test_population_table_flash_equals_exhaustive_and_reference(case):
+    table, hier, config, rows, subset = case
+    flash_equals_exhaustive(table, hier, config, rows, subset)
+    engine_equals_reference(table, hier, config, rows, subset, k_map_population=config.models[0].k)
+
+
+def test_population_table_from_the_command_line(tmp_path):
+    lines = (EXAMPLE / "example.csv").read_text(encoding="utf-8").splitlines()
+    sample = tmp_path / "sample.csv"
+    sample.write_text("\n".join([lines[0], *lines[1:5]]) + "\n", encoding="utf-8")  # the first 4 of 8 rows
+    out = tmp_path / "out.csv"
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--k-map-population", f"2:{sample}",
+                 "-o", str(out), "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["verified"] is True and report["research_subset_rows"] == 4
+    assert len(released(out)) == 4   # only the sample is released
+
+
+@pytest.mark.slow
+def test_population_table_simulate_protocol_b_equals_central(tmp_path):
+    lines = (EXAMPLE / "example.csv").read_text(encoding="utf-8").splitlines()
+    sample = tmp_path / "sample.csv"
+    sample.write_text("\n".join([lines[0], *lines[1:5]]) + "\n", encoding="utf-8")
+    simulate_b_equals_anonymize(tmp_path, ["--k-map-population", f"2:{sample}"])

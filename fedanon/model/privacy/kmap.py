@@ -1,4 +1,16 @@
-"""k-map (Sweeney) with the population estimated from the sampling fraction.
+"""k-map (Sweeney): against a population table, or with the population estimated from the
+sampling fraction.
+
+**With a population table** (`--k-map-population K:SAMPLE.csv`, as δ-presence takes it): the
+input is the population, SAMPLE.csv marks the rows that are released (the research subset).
+Classes are formed over the population; a class holding released rows must hold at least K
+population rows (a class without released rows publishes nothing and is not judged, as for
+δ-presence). Monotone without suppression: a union holding released rows contains a part that
+holds them, and that part alone has K rows. Not with suppression: a class is suppressed with
+all its population rows, so a failing coarse class can take along rows of finer classes that
+passed because they held no released rows; the criterion says so.
+
+**Estimated** (`--k-map K:N[...]`), the rest of this docstring:
 
 k-map asks that every released record match at least k individuals of the *population* the
 data were sampled from, not only k records of the sample (k-anonymity). Without a population
@@ -29,8 +41,10 @@ optima can be coarser there.
 Monotonicity: the judged condition is k'-anonymity, monotone also with suppression (a class of
 a generalization fails only if all its parts fail).
 
-What each party learns in the protocols: the checking party needs the class sizes, exactly as
-for k-anonymity (A: the master; B: the helper; C: the key holder). The population size N and α
+What each party learns in the protocols: with a population table, the checking party learns per
+class the population count and the released count, exactly as for δ-presence (the research
+subset comes from the parties' subset column; no party sends another its sample file). With the
+estimate, it needs the class sizes, exactly as for k-anonymity (A: the master; B: the helper; C: the key holder). The population size N and α
 are parameters of the config every party receives; k' follows from them and the row count,
 which every protocol already shares. Nothing else is revealed.
 """
@@ -168,3 +182,72 @@ class KMapCriterion(Criterion):
 
     def describe(self) -> str:
         return f"{self.model.describe()} as {self.min_class_size}-anonymity"
+
+
+@register
+@dataclass
+class KMapPopulation(PrivacyModel):
+    """k-map against the population table (the input); the sample file marks the released rows:
+    `--k-map-population K:SAMPLE.csv`. The file stays with the party that reads it."""
+
+    k: int
+
+    key = "k_map_population"
+    flag = "--k-map-population"
+    metavar = "K:SAMPLE.csv"
+    help = ("k-map against the input as the population: every class holding rows of SAMPLE.csv (the released "
+            "rows) holds at least K input rows")
+    needs_subset = True
+
+    @classmethod
+    def parse(cls, value: Any, ctx: ParseContext) -> "KMapPopulation":
+        if isinstance(value, str):
+            k, sep, path = value.partition(":")
+            if not sep or not path.strip():
+                raise InputError(f"{cls.flag} {value!r}: expected K:SAMPLE.csv")
+            ctx.files["subset"] = ctx.resolve(path.strip())
+            return cls(_integer(k, f"{cls.flag} {value!r}: k"))
+        entries = table_value(value, cls.key, ("k", "subset"), ctx)
+        if not {"k", "subset"} <= set(entries):
+            raise InputError(f"{ctx.source}: [{cls.key}] needs k and subset")
+        ctx.files["subset"] = ctx.resolve(str(entries["subset"]))
+        return cls(_integer(entries["k"], f"[{cls.key}] k"))
+
+    def validate(self, config: Any) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise InputError(f"k-map needs an integer k >= 1, got {self.k!r}")
+
+    def criterion(self) -> "KMapPopulationCriterion":
+        return KMapPopulationCriterion(self)
+
+    def violation(self, view: ClassView) -> str | None:
+        if view.subset_rows and view.size < self.k:
+            return f"{view.subset_rows} released rows match only {view.size} people of the population < k={self.k}"
+        return None
+
+    def describe(self) -> str:
+        return f"{self.k}-map against the population table"
+
+
+class KMapPopulationCriterion(Criterion):
+    """Per class: no released rows, or at least k population rows."""
+
+    monotone = True
+    monotone_with_suppression = False
+    needs_subset = True
+
+    def __init__(self, model: KMapPopulation) -> None:
+        self.model = model
+        self.k = int(model.k)
+
+    def prepare(self, context: CriterionContext) -> None:
+        if context.subset_total is None:
+            raise InputError("k-map against a population needs the sample (which rows of the input are released)")
+
+    def classes_ok(self, stats: ClassStats) -> np.ndarray:
+        if stats.subset_sizes is None:
+            raise InputError("k-map against a population needs per-class sample counts")
+        return (np.asarray(stats.sizes) >= self.k) | (np.asarray(stats.subset_sizes) == 0)
+
+    def describe(self) -> str:
+        return self.model.describe()

@@ -77,11 +77,11 @@ def column_roles(table: ColumnarTable, spec: RunSpec) -> tuple[list[str], list[s
     sensitive attribute or declared insensitive) is identifying and never reaches
     an output. Declared columns must exist.
     """
-    config, _paths, sensitive, _subset = spec.privacy
+    config, _paths, _sensitive, _subset = spec.privacy
     for name in config.quasi_identifiers:
         _check_columns(table, name, "quasi-identifier")
-    if sensitive is not None:
-        _check_columns(table, sensitive, "sensitive attribute")
+    for name in config.sensitive_attributes:
+        _check_columns(table, name, "sensitive attribute")
     for name in spec.insensitive:
         _check_columns(table, name, "insensitive")
     declared = set(spec.declared_columns())
@@ -310,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = run_from_args(args)
     resolve_workers(args.workers, 0)  # a bad --workers fails before any work
-    config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
+    config, _hierarchy_paths, _sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
 
     released = table.select(kept)
@@ -342,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
             "input": str(spec.input), "output": str(spec.output), "rows_written": written,
             "config": config.to_dict(),
             "columns": {"quasi_identifiers": list(config.quasi_identifiers),
-                        "sensitive": [sensitive] if sensitive else [],
+                        "sensitive": list(config.sensitive_attributes),
                         "insensitive": list(spec.insensitive), "removed": removed},
             "removed_columns": removed,
             # what `fedanon risk --report` needs to tell suppressed all-'*' rows of the file from released ones

@@ -177,3 +177,37 @@ def test_bad_value_is_one_line_exit_2(capsys):
 @pytest.mark.slow
 def test_simulate_protocol_b_equals_central(tmp_path):
     simulate_b_equals_anonymize(tmp_path, ["--average-risk", "0.4", "--suppression", "0.25"])
+
+
+def _outlier_table(tmp_path):
+    """10 rows: classes of 4, 4, 1 and 1 at the bottom node, so average risk 0.3 (4/10 = 0.4 at the
+    bottom) is met there only by suppressing the two singletons (2/8 = 0.25); the top node needs no
+    suppression but loses every value -- the optimum suppresses."""
+    data = tmp_path / "t.csv"
+    rows = ["a;x"] * 4 + ["b;y"] * 4 + ["c;x", "d;y"]
+    data.write_text("q;s\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    hier = tmp_path / "q.csv"
+    hier.write_text("a;*\nb;*\nc;*\nd;*\n", encoding="utf-8")
+    return data, [f"--qi=q={hier}", "--insensitive", "s", "--average-risk", "0.3", "--suppression", "0.2"]
+
+
+def test_average_risk_suppresses_the_singletons(tmp_path):
+    data, flags = _outlier_table(tmp_path)
+    out = tmp_path / "out.csv"
+    assert main(["anonymize", str(data), *flags, "-o", str(out), "--report", str(tmp_path / "r.json"),
+                 "--verify", "-q"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["transformation"] == {"q": 0} and report["suppressed_rows_in_output"] == 2
+    assert sorted(out.read_text(encoding="utf-8").splitlines()[1:])[:2] == ["*;x", "*;y"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_average_risk_suppression_in_protocols_equals_central(tmp_path, protocol):
+    data, flags = _outlier_table(tmp_path)
+    sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    assert main(["simulate", "--protocol", protocol, "--split", "horizontal", "--parties", "2", str(data), *flags,
+                 "--output", str(sim_out), "-q"]) == 0
+    assert main(["anonymize", str(data), *flags, "--output", str(ref_out), "-q"]) == 0
+    assert released(sim_out) == released(ref_out)
+    assert sum(line.startswith("*") for line in released(sim_out)) == 2

@@ -51,7 +51,7 @@ from typing import Iterable, Sequence
 SUPPRESSED = "*"
 EPS = 1e-9  # docs/guide/anonymize.md: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
 METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
+           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic", "ambiguity")
 
 
 # ----------------------------------------------------------------------------- input
@@ -78,6 +78,13 @@ class Model:
     t_closeness: tuple[float, str, str] | None = None  # (t, "equal" | "hierarchical", attribute)
     delta_presence: tuple[float, float] | None = None  # (dmin, dmax)
     subset: list[bool] | None = None  # research subset flags (δ-presence)
+    beta_likeness: tuple[float, str, str] | None = None  # (β, "basic" | "enhanced", attribute)
+    p_sensitive: tuple[int, str] | None = None  # (p, attribute)
+    alpha_k: tuple[float, str] | None = None  # (α, attribute)
+    highest_risk: float | None = None  # τ: every released record's prosecutor risk 1/|E| ≤ τ
+    average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
+    k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
+    k_map_population: int | None = None  # k against the input as population; `subset` = released rows
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -162,6 +169,32 @@ def emd_hierarchical(p: dict[str, float], q: dict[str, float], tree: Tree) -> fl
     return cost
 
 
+def beta_like(values: Sequence[str], table: dict[str, float], beta: float, variant: str) -> bool:
+    """Cao & Karras 2012: for every value s, (p(s|E) − p(s|T)) / p(s|T) ≤ β (basic) or
+    ≤ min(β, −ln p(s|T)) (enhanced); values rarer in the class than in the table never fail."""
+    for value, share in distribution(values).items():
+        p = table[value]
+        limit = beta if variant == "basic" else min(beta, -math.log(p))
+        if (share - p) / p > limit + EPS:
+            return False
+    return True
+
+
+def kmap_class_size(k: int, population: int, estimator: str, alpha: float, n: int) -> int:
+    """El Emam & Dankar 2008 (D3 Poisson / D4 zero-truncated Poisson), λ = k·n/N: the smallest s
+    with P(X ≥ s) ≤ α, at most k and n. Terms λ^j e^{−λ} / j! summed one by one."""
+    lam = k * n / population
+    total = 1.0 if estimator == "poisson" else 1.0 - math.exp(-lam)
+    s = 1
+    while s < min(k, n):
+        below = sum(lam ** j * math.exp(-lam) / math.factorial(j)
+                    for j in range(0 if estimator == "poisson" else 1, s)) / total
+        if 1.0 - below <= alpha + 1e-12:   # P(X ≥ s) ≤ α
+            return s
+        s += 1
+    return min(k, n)
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -199,7 +232,9 @@ class Reference:
     # -- models -------------------------------------------------------------------
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
-        if (m.k > 1 or (m.l_diversity is None and m.t_closeness is None and m.delta_presence is None)) \
+        others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
+                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population)
+        if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
         if m.l_diversity is not None:
@@ -214,6 +249,24 @@ class Reference:
             d = emd_equal(p, self.overall) if kind == "equal" else emd_hierarchical(p, self.overall, self.sensitive_tree)
             if d > t + EPS:
                 return False
+        if m.beta_likeness is not None:
+            beta, variant, attr = m.beta_likeness
+            if not beta_like(self.column(members, attr), self.table_distribution(attr), beta, variant):
+                return False
+        if m.p_sensitive is not None:  # Truta & Vinay 2006: at least p distinct sensitive values
+            p, attr = m.p_sensitive
+            if len(set(self.column(members, attr))) < p:
+                return False
+        if m.alpha_k is not None:  # Wong et al. 2006: no sensitive value above share α
+            alpha, attr = m.alpha_k
+            if max(distribution(self.column(members, attr)).values()) > alpha + EPS:
+                return False
+        if m.highest_risk is not None and 1 / len(members) > m.highest_risk + EPS:
+            return False
+        if m.k_map is not None and len(members) < kmap_class_size(*m.k_map, n=self.n):
+            return False
+        if m.k_map_population is not None and any(m.subset[i] for i in members) and len(members) < m.k_map_population:
+            return False  # released rows that match fewer than k people of the population
         if m.delta_presence is not None:
             dmin, dmax = m.delta_presence
             inside = sum(1 for i in members if m.subset[i])
@@ -221,17 +274,40 @@ class Reference:
                 return False
         return True
 
+    def column(self, members: list[int], attribute: str) -> list[str]:
+        """The values of `attribute` in the given rows."""
+        col = self.columns.index(attribute)
+        return [self.rows[i][col] for i in members]
+
+    def table_distribution(self, attribute: str) -> dict[str, float]:
+        """The distribution of `attribute` over the whole input (models relative to the table)."""
+        return distribution(self.column(list(range(self.n)), attribute))
+
     def evaluate(self, levels: Sequence[int]) -> NodeResult:
         classes: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, row in enumerate(self.rows):
             classes[self.generalize(row, levels)].append(i)
         res = NodeResult(tuple(levels), dict(classes))
         res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
+        if self.model.average_risk is not None:
+            res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
         res.suppressed_rows = {i for key in res.failing for i in classes[key]}
         res.anonymous = len(res.suppressed_rows) <= self.limit
         if res.anonymous:
             res.loss = self.metric(res)
         return res
+
+    @staticmethod
+    def risk_suppression(classes: dict[tuple[str, ...], list[int]], failing: set, tau: float) -> set:
+        """The classes the average-risk rule adds (docs/guide/privacy-models.md): try keeping only
+        the classes of at least m rows, m = 1, 2, ...; the first m whose kept classes / kept
+        records is at most τ wins; if none does, every class goes."""
+        kept = {key: len(members) for key, members in classes.items() if key not in failing}
+        for m in range(1, max(kept.values(), default=0) + 1):
+            left = [size for size in kept.values() if size >= m]
+            if left and len(left) <= (tau + EPS) * sum(left):
+                return {key for key, size in kept.items() if size < m}
+        return set(kept)
 
     # -- metrics (cell by cell) -----------------------------------------------------
     def metric(self, res: NodeResult, name: str | None = None) -> float:
@@ -272,6 +348,23 @@ class Reference:
                 if top > 1:
                     total += (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
         return total / (self.n * len(self.model.qis))
+
+    def m_ambiguity(self, res: NodeResult) -> float:
+        """Nergiz & Clifton's ambiguity over the table's own domains: per row, the product over QIs of
+        how many of the column's values (in the table) share the row's generalized value; a
+        suppressed row counts the product of the domain sizes; the mean over rows."""
+        domains = [sorted({row[c] for row in self.rows}) for c in self.qi_col]
+        total = 0.0
+        for i, row in enumerate(self.rows):
+            product = 1
+            for q, c, lv, domain in zip(self.model.qis, self.qi_col, res.levels, domains):
+                if i in res.suppressed_rows:
+                    product *= len(domain)
+                else:
+                    tree = self.trees[q]
+                    product *= sum(1 for v in domain if tree.at(v, lv) == tree.at(row[c], lv))
+            total += product
+        return total / self.n
 
     def m_aecs(self, res: NodeResult) -> float:
         """n / (classes of the output table): kept classes + one class of all suppressed rows."""

@@ -163,6 +163,9 @@ NODE_114 = {
     "nonuniform-entropy-monotonic": 44,
     # EM: age 4·(¼·2) + 2·(½·1) + 2·(½·1) = 4, sex 8·(½·1) = 4, zip 8·(⅛·3) = 3 -> 11; S term: 4·(½·1) = 2
     "entropy": 11 + 2,
+    # table domains: age 8 values, sex 2, zipcode 8 (a suppressed row: 8·2·8 = 128);
+    # kept rows: age 20-60 covers 4 values, sex * 2, zip 8**** 8 -> 64 each: (4·64 + 4·128) / 8
+    "ambiguity": (4 * 64 + 4 * 128) / 8,
 }
 # Node (1,0,3) (Abb. 2.5) under recursive-(4,2)-diversity with 25 % suppression: 20-60/female/81***
 # {r2,r5} holds only pneumonia and is suppressed; {r1,r6}, {r3,r4}, {r7,r8} are kept.
@@ -179,6 +182,9 @@ NODE_103 = {
     "nonuniform-entropy": 12 + 0 + 16,
     "nonuniform-entropy-monotonic": 12 + 0 + 16,
     "entropy": (2 + 1 + 1) + 0 + 8 * (1 / 4 * 2),
+    # r1, r6: 20-60 (4 values) · sex 1 · 82*** (4 zips) = 16; r3, r4: 61-99 (2) · 1 · 81*** (4) = 8;
+    # r7, r8: 1-19 (2) · 1 · 82*** (4) = 8; r2, r5 suppressed: 128 each -> (2·16 + 4·8 + 2·128) / 8
+    "ambiguity": (2 * 16 + 4 * 8 + 2 * 128) / 8,
 }
 CASES = [
     ((1, 1, 4), dict(k=3, suppression=0.5), NODE_114),

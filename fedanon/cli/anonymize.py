@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             "input": str(spec.input), "output": str(spec.output), "rows_written": written,
             "config": config.to_dict(),
             "columns": {"quasi_identifiers": list(config.quasi_identifiers),
-                        "sensitive": [sensitive] if sensitive else [],
+                        "sensitive": list(config.sensitive_attributes),
                         "insensitive": list(spec.insensitive), "removed": removed},
             "removed_columns": removed,
             # what `fedanon risk --report` needs to tell suppressed all-'*' rows of the file from released ones

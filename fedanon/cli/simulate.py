@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.cli.kit.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
-    config, hierarchy_paths, sensitive, _subset_path = spec.privacy
+    config, hierarchy_paths, _sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
@@ -403,8 +403,9 @@ def run(args: argparse.Namespace) -> int:
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
               "classes": summary.get("classes"), "removed_columns": removed,
               "columns": {"quasi_identifiers": list(config.quasi_identifiers),
-                          "sensitive": [sensitive] if sensitive else [],
-                          "insensitive": [c for c in kept if c not in config.quasi_identifiers and c != sensitive],
+                          "sensitive": list(config.sensitive_attributes),
+                          "insensitive": [c for c in kept if c not in config.quasi_identifiers
+                                          and c not in config.sensitive_attributes],
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
     if (spec.report or args.html) and report.get("transformation"):

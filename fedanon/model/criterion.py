@@ -52,9 +52,21 @@ class Criterion(ABC):
     # and so is every union of such a class with other classes (0 = no such rule). The
     # statistics may then forget those classes' entries (classhist.py, "saturation").
     accepts_distinct_at_least: int = 0
+    # Judged on the whole release rather than class by class (e.g. the average re-identification
+    # risk, a ratio over all kept classes): `enforce` then names the classes to suppress, after
+    # the class-by-class criteria have named theirs, and `classes_ok` is not consulted.
+    release_level: bool = False
 
     def prepare(self, context: CriterionContext) -> None:
         """Receive global information once before the search starts."""
+
+    def enforce(self, sizes: np.ndarray, failing: np.ndarray) -> np.ndarray:
+        """For a release-level criterion: the classes to suppress so that the kept ones satisfy it.
+
+        `failing` marks the classes the class-by-class criteria reject (they are suppressed in
+        any case); the answer must contain them. It must depend on the multiset of classes only,
+        never on their order (a key holder sees them permuted)."""
+        return failing
 
     @abstractmethod
     def classes_ok(self, stats: ClassStats) -> np.ndarray:

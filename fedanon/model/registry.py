@@ -69,6 +69,7 @@ class ClassView:
     overall: dict[str, dict[bytes, float]]        # attribute -> raw value -> share in the table
     subset_rows: int = 0
     generalizers: dict[str, Any] = field(default_factory=dict)  # attribute -> value -> its ancestors
+    table_rows: int = 0                           # rows of the input (a sample's size, for k-map)
 
 
 class PrivacyModel:
@@ -118,6 +119,12 @@ class PrivacyModel:
         Written from the model's definition on raw value counts, sharing no code with
         `criterion()`, so that a bug in the vectorized criterion cannot hide itself."""
         raise NotImplementedError
+
+    def release_violation(self, class_sizes: list[int]) -> str | None:
+        """The verifier's check of a model judged on the whole release (e.g. the average
+        re-identification risk), from the sizes of the released classes: why it fails, or None.
+        Class-by-class models leave it alone."""
+        return None
 
     def describe(self) -> str:
         """A short human-readable name with parameters, e.g. "recursive-(4,3)-diversity"."""

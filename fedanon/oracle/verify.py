@@ -210,11 +210,17 @@ def verify_anonymized(
             problems.append(f"class {label}: {len(members)} rows < k={k}")
         view = ClassView(size=len(members),
                          sensitive_counts={a: Counter(raw[r][col[a]] for r in members) for a in sensitive},
-                         overall=overall, subset_rows=subset_in_class[key], generalizers=generalizers)
+                         overall=overall, subset_rows=subset_in_class[key], generalizers=generalizers,
+                         table_rows=n)
         for model in models:
             why = model.violation(view)
             if why:
                 problems.append(f"class {label}: {why}")
+    sizes = sorted(len(members) for members in classes.values())
+    for model in models:
+        why = model.release_violation(sizes)
+        if why:
+            problems.append(f"release: {why}")
     return problems
 
 

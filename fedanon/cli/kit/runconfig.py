@@ -30,7 +30,7 @@ class PrivacySpec(NamedTuple):
 
     config: AnonymizationConfig
     hierarchy_paths: dict[str, Path]   # QI (and sensitive attribute, if given) -> hierarchy CSV
-    sensitive: str | None              # sensitive attribute name, if any
+    sensitive: str | None              # the (first) sensitive attribute, if any; all: config.sensitive_attributes
     subset_path: Path | None           # δ-presence research subset CSV, if any
 
 
@@ -55,10 +55,9 @@ class RunSpec:
 
     def declared_columns(self) -> list[str]:
         """Every column given a role: QIs, the sensitive attribute, insensitive columns."""
-        config, _paths, sensitive, _subset = self.privacy
+        config, _paths, _sensitive, _subset = self.privacy
         out = list(config.quasi_identifiers)
-        if sensitive is not None:
-            out.append(sensitive)
+        out.extend(a for a in config.sensitive_attributes if a not in out)
         return out + [c for c in self.insensitive if c not in out]
 
 
@@ -76,11 +75,14 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
     g.add_argument("--qi", action="append", metavar="NAME=HIERARCHY.csv", default=None,
                    help="quasi-identifier and its ARX-format hierarchy (repeat; order = tie-break order)")
     g.add_argument("--sensitive", action="append", metavar="NAME[=HIERARCHY.csv]", default=None,
-                   help="sensitive attribute of the models that judge one (l-diversity, t-closeness, ...; "
-                        "the hierarchy is needed for hierarchical t-closeness); one per run")
+                   help="sensitive attribute of the models that judge one (l-diversity, t-closeness, ...); "
+                        "(the hierarchy is needed for hierarchical t-closeness). Repeat for several: each "
+                        "model then names its attribute, e.g. --l-diversity diagnosis=distinct:2")
     g.add_argument("--k", type=int, default=None, metavar="K", help="k-anonymity (default 1 = off)")
     for model in model_types().values():
-        g.add_argument(model.flag, dest=model.key, default=None, metavar=model.metavar, help=model.help)
+        g.add_argument(model.flag, dest=model.key, action="append", default=None, metavar=model.metavar,
+                       help=model.help + (" (repeatable; with several --sensitive: NAME=" + model.metavar + ")"
+                                          if model.uses_sensitive else ""))
         for name, (flag, metavar, text) in model.options.items():
             g.add_argument(flag, dest=option_dest(model.key, name), default=None, metavar=metavar, help=text)
     g.add_argument("--suppression", type=float, default=None, metavar="FRACTION",
@@ -195,16 +197,20 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
             raise InputError(f"{source}: [qi] must be a table of NAME = \"HIERARCHY.csv\"")
         out["qi"] = [(str(name), _resolve(str(p), base)) for name, p in qi.items()]
     if "sensitive" in doc:
-        s = doc["sensitive"]
-        if isinstance(s, str):
-            out["sensitive"] = parse_sensitive(s, base)
-        elif isinstance(s, dict) and "name" in s:
-            out["sensitive"] = (str(s["name"]), _resolve(str(s["hierarchy"]), base) if s.get("hierarchy") else None)
-        else:
-            raise InputError(f"{source}: sensitive must be \"NAME[=HIERARCHY.csv]\" or a table with name/hierarchy")
+        entries = doc["sensitive"] if isinstance(doc["sensitive"], list) else [doc["sensitive"]]
+        out["sensitive"] = []
+        for s in entries:
+            if isinstance(s, str):
+                out["sensitive"].append(parse_sensitive(s, base))
+            elif isinstance(s, dict) and "name" in s:
+                out["sensitive"].append((str(s["name"]), _resolve(str(s["hierarchy"]), base) if s.get("hierarchy") else None))
+            else:
+                raise InputError(f"{source}: sensitive must be \"NAME[=HIERARCHY.csv]\", a table with name/hierarchy, "
+                                 "or a list of those")
     for key in model_types():
         if key in doc:
-            out[key] = (doc[key], source)
+            # a list holds several settings of the model (one per sensitive attribute)
+            out[key] = (doc[key] if isinstance(doc[key], list) else [doc[key]], source)
     return out
 
 
@@ -219,7 +225,7 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     if getattr(args, "qi", None):
         settings["qi"] = [parse_qi(t) for t in args.qi]
     if getattr(args, "sensitive", None):
-        settings["sensitive"] = parse_sensitive(_one_sensitive(args.sensitive))
+        settings["sensitive"] = [parse_sensitive(text) for text in args.sensitive]
     if getattr(args, "insensitive", None):
         settings["insensitive"] = list(args.insensitive)
     for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
@@ -246,19 +252,6 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
     return settings
 
 
-def _one_sensitive(given: str | list[str]) -> str:
-    """The single --sensitive value; a second one is refused rather than silently replacing the first.
-
-    Why refuse: the replaced attribute would get no role and be dropped as identifying
-    without a word. (Several sensitive attributes, each with its own model, need
-    per-attribute models; until then one per run.)
-    """
-    texts = [given] if isinstance(given, str) else list(given)
-    if len(texts) > 1:
-        raise InputError(f"--sensitive given {len(texts)} times ({', '.join(repr(t) for t in texts)}): "
-                         f"one sensitive attribute per run is supported")
-    return texts[0]
-
 
 def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
     qi = settings.get("qi") or []
@@ -269,9 +262,14 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
     if dup:
         raise InputError(f"quasi-identifier(s) given twice: {', '.join(dup)}")
     hierarchy_paths: dict[str, Path] = dict(qi)
-    sensitive, sensitive_hierarchy = settings.get("sensitive") or (None, None)
-    if sensitive_hierarchy is not None:
-        hierarchy_paths[sensitive] = sensitive_hierarchy
+    declared: dict[str, Path | None] = {}
+    for name, path in settings.get("sensitive") or []:
+        if name in declared:
+            raise InputError(f"sensitive attribute {name!r} given twice")
+        declared[name] = path
+        if path is not None:
+            hierarchy_paths[name] = path
+    sensitive = next(iter(declared), None)
 
     k = settings.get("k", 1)
     if isinstance(k, float) and k == int(k):
@@ -286,21 +284,49 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
     for key, model_type in model_types().items():
         if key not in settings:
             continue
-        value, source = settings[key]
-        ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=sensitive_hierarchy,
-                           base=source.parent if source is not None else None,
-                           source=str(source) if source is not None else "command line",
-                           options=dict(settings.get(f"{key}:options", {})))
-        models.append(model_type.parse(value, ctx))
-        subset_path = ctx.files.get("subset", subset_path)
-    if sensitive is not None and not any(m.uses_sensitive for m in models):
-        users = ", ".join(m.flag for m in model_types().values() if m.uses_sensitive)
-        raise InputError(f"--sensitive {sensitive} given but no privacy model uses it ({users})")
+        values, source = settings[key]
+        for value in values:
+            attribute, value = _attribute_of(model_type, value, declared)
+            ctx = ParseContext(sensitive=attribute, sensitive_hierarchy=declared.get(attribute) if attribute else None,
+                               base=source.parent if source is not None else None,
+                               source=str(source) if source is not None else "command line",
+                               options=dict(settings.get(f"{key}:options", {})))
+            models.append(model_type.parse(value, ctx))
+            subset_path = ctx.files.get("subset", subset_path)
+    used = {getattr(m, "attribute", None) for m in models if m.uses_sensitive}
+    for name in declared:
+        if name not in used:
+            users = ", ".join(m.flag for m in model_types().values() if m.uses_sensitive)
+            raise InputError(f"--sensitive {name} given but no privacy model uses it ({users})")
 
     config = AnonymizationConfig(quasi_identifiers=names, k=k, suppression=suppression, metric=metric,
                                  models=models)
     config.validate()
     return PrivacySpec(config, hierarchy_paths, sensitive, subset_path)
+
+
+def _attribute_of(model_type: type, value: Any, declared: dict[str, Path | None]) -> tuple[str | None, Any]:
+    """Which declared sensitive attribute a model setting judges, and the setting without it.
+
+    With one sensitive attribute a setting may leave it out (`--l-diversity distinct:2`); with
+    several it names it: `NAME=SETTING` on the command line or in a TOML string, or
+    `attribute = "NAME"` in a TOML table."""
+    if not model_type.uses_sensitive:
+        return None, value
+    if isinstance(value, str):
+        name, sep, rest = value.partition("=")
+        if sep and name.strip() in declared:
+            return name.strip(), rest
+    elif isinstance(value, dict) and "attribute" in value:
+        name = str(value["attribute"])
+        if name not in declared:
+            raise InputError(f"{model_type.flag}: attribute {name!r} is not a declared sensitive attribute "
+                             f"({', '.join(declared) or 'none: add --sensitive NAME'})")
+        return name, {k: v for k, v in value.items() if k != "attribute"}
+    if len(declared) > 1:
+        raise InputError(f"{model_type.flag} {value!r}: several sensitive attributes are declared "
+                         f"({', '.join(declared)}); name one, e.g. {model_type.flag} {next(iter(declared))}=...")
+    return next(iter(declared), None), value
 
 
 def config_from_args(args: argparse.Namespace, *, strict: bool = False) -> PrivacySpec:
@@ -325,7 +351,7 @@ def run_from_args(args: argparse.Namespace) -> RunSpec:
     insensitive = list(settings.get("insensitive", []))
     config, _paths, sensitive, _subset = privacy
     for name in insensitive:
-        if name in config.quasi_identifiers or name == sensitive:
+        if name in config.quasi_identifiers or name in config.sensitive_attributes:
             raise InputError(f"column {name!r} is declared insensitive and also as a "
                              f"{'quasi-identifier' if name in config.quasi_identifiers else 'sensitive attribute'}")
     dup = sorted({n for n in insensitive if insensitive.count(n) > 1})

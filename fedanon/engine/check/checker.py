@@ -107,12 +107,17 @@ class ClassJudge:
         self.implied_k = max([c.min_class_size for c in criteria] + [1])
 
     def failing_classes(self, stats: ClassStats) -> np.ndarray:
-        """Which classes fail some criterion (they are suppressed in the output)."""
-        if len(self.criteria) == 1:
+        """Which classes fail some criterion (they are suppressed in the output): those a
+        class-by-class criterion rejects, then those a release-level criterion adds."""
+        if len(self.criteria) == 1 and not self.criteria[0].release_level:
             return ~np.asarray(self.criteria[0].classes_ok(stats), dtype=bool)
         failing = np.zeros(stats.sizes.shape[0], dtype=bool)
         for c in self.criteria:
-            failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
+            if not c.release_level:
+                failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
+        for c in self.criteria:
+            if c.release_level:
+                failing = np.asarray(c.enforce(stats.sizes, failing), dtype=bool)
         return failing
 
     def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:

@@ -9,9 +9,11 @@ Monotone without suppression: generalizing never shrinks a value's set of leaves
 product decreases. Not with suppression (a row suppressed at a node may be released, with a
 smaller product, at a generalization of it).
 
-The leaf counts come from the hierarchies' code maps alone (how many level-0 codes map to each
-generalized code), so the metric is the same on ciphertext dictionaries. It needs no value
-marginals, so Protocol C can use it as it uses `loss`.
+The domain of a quasi-identifier is the set of its values in the table (its dictionary), so the
+counts come from the code maps alone (how many level-0 codes map to each generalized code): the
+metric is the same on ciphertext dictionaries and on the pooled table of a protocol run. A value
+the hierarchy lists but the table lacks does not count. It needs no value marginals, so
+Protocol C can use it as it uses `loss`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Shared checks for the privacy-model test files (tests/test_model_*.py).
+
+Every model is held to three independent answers on small random tables: Flash against the
+exhaustive search (same transformation and loss), the released table against the verifier
+(`fedanon.oracle.verify`, the model's own plain-Python `violation`), and -- where the model has
+one -- against the optimum of the independent reference (tests/reference.py, no fedanon code).
+A model's test file draws its parameters; the tables, hierarchies and assertions live here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+from engine_strategies import hierarchies
+from fedanon.cli import main
+from fedanon.data.table import EncodedTable
+from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
+from fedanon.model.registry import PrivacyModel
+from fedanon.oracle.exhaustive import exhaustive_optimum
+from fedanon.oracle.verify import verify_anonymized
+from reference import METRICS as REFERENCE_METRICS
+from reference import Model, Reference
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "fedanon" / "data" / "example"
+QI_FLAGS = [f"--qi={c}={EXAMPLE / f'example_hierarchy_{c}.csv'}" for c in ("age", "sex", "zipcode")]
+ENGINE_METRICS = ["loss", "nonuniform-entropy", "discernibility", "ambiguity", "precision", "aecs"]
+
+
+@st.composite
+def instances(draw, make_model: Callable[[Callable], PrivacyModel], metrics: list[str] = ENGINE_METRICS,
+              sensitive_values: tuple[list[str], ...] = (["x", "y"], ["x", "y", "z"], ["x", "x", "y", "z"])):
+    """(table, hierarchies, config, rows): 1-3 QIs with random hierarchies, 2-30 rows, a sensitive
+    column `s`, k in {1, 2}, a suppression limit and a metric; the model from `make_model(draw)`."""
+    q = draw(st.integers(1, 3))
+    names = [f"q{i}" for i in range(q)]
+    hier = {n: draw(hierarchies(n, max_values=5, max_height=3)) for n in names}
+    n_rows = draw(st.integers(2, 30))
+    leaves = {n: [r[0].decode() for r in hier[n].rows] for n in names}
+    sensitive = draw(st.sampled_from(sensitive_values))
+    rows = [[draw(st.sampled_from(leaves[n])) for n in names] + [draw(st.sampled_from(sensitive))]
+            for _ in range(n_rows)]
+    table = EncodedTable.from_rows(names + ["s"], rows)
+    config = AnonymizationConfig(names, k=draw(st.sampled_from([1, 1, 2])),
+                                 suppression=draw(st.sampled_from([0.0, 0.2, 0.5])),
+                                 metric=draw(st.sampled_from(metrics)), models=[make_model(draw)])
+    return table, hier, config, rows
+
+
+def flash_equals_exhaustive(table, hier, config: AnonymizationConfig, rows, subset: list[bool] | None = None) -> bool:
+    """Flash's optimum is the exhaustive one and the verifier accepts the release; True if solved.
+    `subset`: the research subset (released rows) of models that need one."""
+    research = None if subset is None else np.array(subset)
+    expected, expected_loss = exhaustive_optimum(table, hier, config, research)
+    if expected is None:
+        with pytest.raises(NoSolutionError):
+            anonymize(table, hier, config, research_subset=research)
+        return False
+    result = anonymize(table, hier, config, research_subset=research)
+    assert result.transformation == expected
+    assert math.isclose(result.information_loss, expected_loss, rel_tol=1e-9, abs_tol=1e-9)
+    out = [[v.decode() for v in r] for r in result.output.decode_rows()]
+    assert verify_anonymized(table.columns, rows, table.columns, out, config, hier, research_subset=subset,
+                             transformation=result.transformation, suppressed=list(result.suppressed),
+                             reported_suppressed_rows=result.suppressed_rows, reported_classes=result.classes) == []
+    return True
+
+
+def engine_equals_reference(table, hier, config: AnonymizationConfig, rows, subset: list[bool] | None = None,
+                            **reference_model) -> bool:
+    """The engine's optimum, loss and release equal the independent reference's; True if solved."""
+    assert config.metric in REFERENCE_METRICS
+    research = None if subset is None else np.array(subset)
+    ref_hier = {name: [[v.decode() for v in r] for r in h.rows] for name, h in hier.items()}
+    ref = Reference(list(table.columns), rows, ref_hier,
+                    Model(list(config.quasi_identifiers), k=config.k, suppression=config.suppression,
+                          metric=config.metric, subset=subset, **reference_model))
+    expected = ref.optimum()
+    if expected is None:
+        with pytest.raises(NoSolutionError):
+            anonymize(table, hier, config, research_subset=research)
+        return False
+    result = anonymize(table, hier, config, research_subset=research)
+    assert result.transformation == dict(zip(config.quasi_identifiers, expected.levels))
+    assert math.isclose(result.information_loss, expected.loss, rel_tol=1e-9, abs_tol=1e-9)
+    got = [[v.decode() for v in row] for row in result.output.decode_rows()]
+    assert got == ref.output(expected)
+    return True
+
+
+def released(path: Path) -> list[str]:
+    return sorted(path.read_text(encoding="utf-8").splitlines()[1:])
+
+
+def simulate_b_equals_anonymize(tmp_path: Path, model_flags: list[str]) -> None:
+    """`fedanon simulate --protocol B` (horizontal, 2 parties) releases what `anonymize` does."""
+    flags = [*QI_FLAGS, *model_flags]
+    sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    assert main(["simulate", "--protocol", "B", "--split", "horizontal", "--parties", "2",
+                 str(EXAMPLE / "example.csv"), *flags, "--output", str(sim_out), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *flags, "--output", str(ref_out), "--verify", "-q"]) == 0
+    assert released(sim_out) == released(ref_out)
+
+

@@ -1,0 +1,150 @@
+"""(α, k)-anonymity: hand-computed cases, Flash == exhaustive == reference, every entry point.
+
+The model is one module (fedanon/model/privacy/alphak.py) on the model registry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fedanon
+from fedanon.cli import main
+from fedanon.engine import AnonymizationConfig
+from fedanon.errors import InputError
+from fedanon.model.criterion import CriterionContext
+from fedanon.model.privacy.alphak import AlphaK
+from fedanon.model.registry import ClassView, ParseContext, model_types
+from fedanon.stats.classes import ClassStats
+from fedanon.stats.classhist import SparseHistogram
+from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
+    simulate_b_equals_anonymize
+
+
+def _criterion(alpha: float, totals: list[int]):
+    criterion = AlphaK(alpha, "s").criterion()
+    criterion.prepare(CriterionContext(n_rows=sum(totals), histograms_total={"s": np.array(totals)}))
+    return criterion
+
+
+def _judge(alpha: float, classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
+    dense = np.array(classes, dtype=np.int64)
+    criterion = _criterion(alpha, dense.sum(axis=0).tolist())
+    sizes = dense.sum(axis=1)
+    cls, value = np.nonzero(dense)
+    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
+                             dense.shape[0], dense.shape[1])
+    return (criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist(),
+            criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist())
+
+
+# largest shares: class 0 = (2, 2) -> 1/2; class 1 = (3, 1) -> 3/4; class 2 = (1, 0) -> 1; class 3 = (2, 1) -> 2/3
+HAND = [
+    (0.5, [True, False, False, False]),
+    (2 / 3, [True, False, False, True]),   # class 3 exactly at the bound passes
+    (0.75, [True, True, False, True]),
+    (1.0, [True, True, True, True]),
+]
+
+
+@pytest.mark.parametrize("alpha,expected", HAND)
+def test_hand_computed_classes(alpha, expected):
+    dense, sparse = _judge(alpha, [[2, 2], [3, 1], [1, 0], [2, 1]])
+    assert dense == expected and sparse == expected
+
+
+def test_smallest_passing_class_size():
+    # alpha 0.5 over 2 values: 1 row is 100 % of one value; (1, 1) passes -> 2
+    assert _criterion(0.5, [4, 4]).min_class_size == 2
+    # alpha 0.4 over 3 values: m=2 allows floor(0.8) = 0 per value; m=3 allows 1 each -> (1, 1, 1): 3
+    assert _criterion(0.4, [3, 3, 3]).min_class_size == 3
+    # alpha 0.3 over 3 values: 3 values x 30 % < 100 % for every m: no class passes; the bound is the table
+    assert _criterion(0.3, [3, 3, 3]).min_class_size == 9
+    # alpha 1: any class passes
+    assert _criterion(1.0, [3, 3, 3]).min_class_size == 1
+
+
+def test_verifier_reads_the_definition_independently():
+    def view(counts):
+        return ClassView(size=sum(counts.values()), sensitive_counts={"s": Counter(counts)}, overall={})
+
+    assert AlphaK(0.5, "s").violation(view({b"a": 2, b"b": 2})) is None
+    assert "share 0.750000 > alpha=0.5" in AlphaK(0.5, "s").violation(view({b"a": 3, b"b": 1}))
+    assert AlphaK(2 / 3, "s").violation(view({b"a": 2, b"b": 1})) is None
+
+
+def test_parsing_and_validation():
+    ctx = ParseContext(sensitive="s")
+    assert AlphaK.parse("0.5", ctx) == AlphaK(0.5, "s")
+    assert AlphaK.parse(1, ctx) == AlphaK(1.0, "s")
+    assert AlphaK.parse({"alpha": 0.25}, ctx) == AlphaK(0.25, "s")
+    with pytest.raises(InputError, match="not a number"):
+        AlphaK.parse("half", ctx)
+    with pytest.raises(InputError, match="sensitive attribute"):
+        AlphaK.parse("0.5", ParseContext())
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(InputError, match="0 < alpha <= 1"):
+            AnonymizationConfig(["q"], models=[AlphaK(bad, "s")]).validate()
+    assert "alpha_k" in model_types()
+    config = AnonymizationConfig(["q"], k=3, models=[AlphaK(0.5, "s")])
+    assert AnonymizationConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def _model(draw) -> AlphaK:
+    return AlphaK(draw(st.sampled_from([0.4, 0.5, 2 / 3, 0.75, 0.9])), "s")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
+    flash_equals_exhaustive(*data.draw(instances(_model)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engine_equals_the_independent_reference(data):
+    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "nonuniform-entropy", "discernibility"]))
+    engine_equals_reference(table, hier, config, rows, alpha_k=(config.models[0].alpha, "s"))
+
+
+def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
+    flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
+    model = ["--sensitive", "diagnosis", "--k", "2", "--alpha-k", "0.7", "--suppression", "0.25"]
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *model, "-o", str(flags_out),
+                 "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["config"]["models"] == [{"model": "alpha_k", "alpha": 0.7, "attribute": "diagnosis"}]
+    assert report["verified"] is True and report["violations"] == []
+    run = tmp_path / "run.toml"
+    run.write_text("\n".join([
+        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', 'sensitive = "diagnosis"',
+        "k = 2", "suppression = 0.25", "[alpha_k]", "alpha = 0.7", "[qi]",
+        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
+    assert main(["anonymize", "--config", str(run), "-q"]) == 0
+    assert released(flags_out) == released(toml_out)
+
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
+    out, frame_report = fedanon.anonymize_frame(
+        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
+        sensitive="diagnosis", k=2, alpha_k="0.7", suppression=0.25)
+    assert frame_report.transformation == report["transformation"]
+    assert len(out) == 8
+
+
+def test_bad_value_is_one_line_exit_2(capsys):
+    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
+                 "--alpha-k", "2", "-o", "/dev/null"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "0 < alpha <= 1" in err[0]
+
+
+@pytest.mark.slow
+def test_simulate_protocol_b_equals_central(tmp_path):
+    simulate_b_equals_anonymize(tmp_path, ["--sensitive", "diagnosis", "--k", "2", "--alpha-k", "0.7",
+                                           "--suppression", "0.25"])

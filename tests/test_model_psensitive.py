@@ -1,0 +1,136 @@
+"""p-sensitive k-anonymity: hand-computed cases, Flash == exhaustive == reference, every entry point.
+
+The model is one module (fedanon/model/privacy/psensitive.py) on the model registry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fedanon
+from fedanon.cli import main
+from fedanon.engine import AnonymizationConfig
+from fedanon.errors import InputError
+from fedanon.model.criterion import CriterionContext, saturation_thresholds
+from fedanon.model.privacy.psensitive import PSensitive
+from fedanon.model.registry import ClassView, ParseContext, model_types
+from fedanon.stats.classes import ClassStats
+from fedanon.stats.classhist import SparseHistogram
+from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
+    simulate_b_equals_anonymize
+
+
+def _judge(p: int, classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
+    criterion = PSensitive(p, "s").criterion()
+    criterion.prepare(CriterionContext(n_rows=0))
+    dense = np.array(classes, dtype=np.int64)
+    sizes = dense.sum(axis=1)
+    cls, value = np.nonzero(dense)
+    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
+                             dense.shape[0], dense.shape[1])
+    return (criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist(),
+            criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist())
+
+
+def test_hand_computed_classes():
+    # class 0 = (2, 1, 0): 2 distinct values; class 1 = (3, 0, 0): 1; class 2 = (1, 1, 1): 3
+    classes = [[2, 1, 0], [3, 0, 0], [1, 1, 1]]
+    assert _judge(1, classes) == ([True, True, True], [True, True, True])
+    assert _judge(2, classes) == ([True, False, True], [True, False, True])
+    assert _judge(3, classes) == ([False, False, True], [False, False, True])
+    assert _judge(4, classes) == ([False, False, False], [False, False, False])
+
+
+def test_traits_the_search_relies_on():
+    # with suppression monotone (failing rows only shrink), p rows per passing class, and
+    # classes with p distinct values may be forgotten by the statistics (saturation)
+    criterion = PSensitive(3, "s").criterion()
+    assert criterion.monotone and criterion.monotone_with_suppression
+    assert criterion.min_class_size == 3 and saturation_thresholds([criterion]) == {"s": 3}
+
+
+def test_verifier_reads_the_definition_independently():
+    def view(counts):
+        return ClassView(size=sum(counts.values()), sensitive_counts={"s": Counter(counts)}, overall={})
+
+    assert PSensitive(2, "s").violation(view({b"a": 2, b"b": 1})) is None
+    assert "1 distinct sensitive values < p=2" in PSensitive(2, "s").violation(view({b"a": 3}))
+
+
+def test_parsing_and_validation():
+    ctx = ParseContext(sensitive="s")
+    assert PSensitive.parse("3", ctx) == PSensitive(3, "s")
+    assert PSensitive.parse(2, ctx) == PSensitive(2, "s")
+    assert PSensitive.parse({"p": 4}, ctx) == PSensitive(4, "s")
+    with pytest.raises(InputError, match="not an integer"):
+        PSensitive.parse("2.5", ctx)
+    with pytest.raises(InputError, match="not a number"):
+        PSensitive.parse("two", ctx)
+    with pytest.raises(InputError, match="sensitive attribute"):
+        PSensitive.parse("2", ParseContext())
+    with pytest.raises(InputError, match="p >= 1"):
+        AnonymizationConfig(["q"], models=[PSensitive(0, "s")]).validate()
+    assert "p_sensitive" in model_types()
+    config = AnonymizationConfig(["q"], k=3, models=[PSensitive(2, "s")])
+    assert AnonymizationConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def _model(draw) -> PSensitive:
+    return PSensitive(draw(st.sampled_from([1, 2, 3])), "s")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
+    flash_equals_exhaustive(*data.draw(instances(_model)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engine_equals_the_independent_reference(data):
+    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "nonuniform-entropy", "discernibility"]))
+    engine_equals_reference(table, hier, config, rows, p_sensitive=(config.models[0].p, "s"))
+
+
+def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
+    flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
+    model = ["--sensitive", "diagnosis", "--k", "2", "--p-sensitive", "2", "--suppression", "0.25"]
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *model, "-o", str(flags_out),
+                 "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["config"]["models"] == [{"model": "p_sensitive", "p": 2, "attribute": "diagnosis"}]
+    assert report["verified"] is True and report["violations"] == []
+    run = tmp_path / "run.toml"
+    run.write_text("\n".join([
+        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', 'sensitive = "diagnosis"',
+        "k = 2", "suppression = 0.25", "p_sensitive = 2", "[qi]",
+        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
+    assert main(["anonymize", "--config", str(run), "-q"]) == 0
+    assert released(flags_out) == released(toml_out)
+
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
+    out, frame_report = fedanon.anonymize_frame(
+        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
+        sensitive="diagnosis", k=2, p_sensitive=2, suppression=0.25)
+    assert frame_report.transformation == report["transformation"]
+    assert len(out) == 8
+
+
+def test_bad_value_is_one_line_exit_2(capsys):
+    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
+                 "--p-sensitive", "1.5", "-o", "/dev/null"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "not an integer" in err[0]
+
+
+@pytest.mark.slow
+def test_simulate_protocol_b_equals_central(tmp_path):
+    simulate_b_equals_anonymize(tmp_path, ["--sensitive", "diagnosis", "--k", "2", "--p-sensitive", "2",
+                                           "--suppression", "0.25"])

@@ -175,3 +175,50 @@ def test_paillier_counts_roll_up_and_pack(adult, monkeypatch):
     assert not any(isinstance(s, paillier_rows.SharedPaillierRows) for s, _ in checker.sums.bottom()[2].values())
     checker.close()
 
+
+
+def _central_checks(columns, rows, hier, cfg) -> int:
+    from fedanon.engine.anonymizer import prepare
+
+    prep = prepare(EncodedTable.from_rows(columns, rows), hier, cfg)
+    search(prep, prep.checker)
+    return prep.checker.checks
+
+
+@pytest.mark.parametrize("cfg", [AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy"),
+                                 AnonymizationConfig(QIS, k=3, suppression=0.0, metric="nonuniform-entropy")],
+                         ids=["nuem-supp", "nuem"])
+def test_entropy_search_screens_and_checks_what_the_centralized_search_checks(adult, elgamal_key, cfg):
+    """With the key holder's static loss table the helper's search prunes by bound as the
+    engine does: it tests exactly the nodes the centralized search tests (a wrong or missing
+    table changes the count); most of them are decided by the one-number screening sum."""
+    columns, rows, hier = adult
+    levels, _, out, checker = _run(columns, rows, hier, cfg, elgamal_key)
+    ref_levels, _, ref_out = _reference(columns, rows, hier, cfg)
+    assert levels == ref_levels and sorted(map(tuple, out)) == sorted(map(tuple, ref_out))
+    assert checker.checks == _central_checks(columns, rows, hier, cfg)
+    assert 0 < checker.screened < checker.checks
+
+
+def test_no_screening_where_the_bound_needs_class_sizes(adult, elgamal_key):
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS, k=5, suppression=0.04, metric="discernibility")
+    _, _, _, checker = _run(columns, rows, hier, cfg, elgamal_key)
+    assert checker.screened == 0 and checker.static_bounds(np.zeros((1, len(QIS)), dtype=np.int64)) is None
+
+
+@pytest.mark.slow
+def test_paillier_screening_sums_from_shared_bottom(adult, monkeypatch):
+    """The screening sum over the bottom node's sums in shared memory (Paillier), both sides
+    of the complement, equal to centralized."""
+    from fedanon.crypto import paillier_rows
+
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS[:4], k=4, suppression=0.03, metric="nonuniform-entropy")
+    small = rows[:250]
+    levels, _, out, checker = _run(columns, small, hier, cfg, generate_counter_key("paillier"))
+    ref = _reference(columns, small, hier, cfg)
+    assert levels == ref[0] and sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
+    assert checker.screened > 0
+    checker.close()

@@ -93,3 +93,22 @@ def test_simulate_vertical_per_party_keys_over_daemons(tmp_path: Path) -> None:
     rows = json.loads(report.read_text())["phase_table"]
     for owner in ("p1", "p3"):  # owners other than the recipient took part in decryption
         assert sum(r["bytes_sent"] for r in rows if r["party"] == owner and r["phase"] == "decrypt") > 0
+
+
+def test_demo_full_flag_selects_rows_per_protocol() -> None:
+    """Default: Protocol C on a fixed sample of ADULT, A and B on every row; --full: every
+    protocol on every row. (Argument handling only; the full matrix is not run here.)"""
+    import argparse
+
+    from fedanon.cli import demo
+
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    assert parser.parse_args(["demo", "--full"]).full is True
+    assert parser.parse_args(["demo"]).full is False
+    pick = demo.sample_rows("C", 30162, full=False)
+    assert pick is not None and len(pick) == demo.C_SAMPLE_ROWS == len(set(pick))
+    assert pick == demo.sample_rows("C", 30162, full=False)  # seeded: the same sample every run
+    assert demo.sample_rows("C", 30162, full=True) is None
+    assert demo.sample_rows("A", 30162, full=False) is None and demo.sample_rows("B", 30162, full=False) is None
+    assert demo.sample_rows("C", 8, full=False) is None  # a small data set runs whole

@@ -188,11 +188,13 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
     assert not run.errors, run.errors
     helper_in = _received(run, "helper")
     answers = [blob for sender, topic, blob in helper_in if topic == "c/answer"]
-    assert answers and all(set(json.loads(a)) == {"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"}
-                           for a in answers)
+    assert answers and all(set(json.loads(a)) in ({"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"},
+                                                  {"send"}) for a in answers)
     facts = [json.loads(blob) for _, topic, blob in helper_in if topic == "c/facts"]
     assert set(facts[0]) == {"suppression_limit", "anonymity_monotone", "strict_monotone", "metric_monotone",
-                             "implied_k"}
+                             "implied_k", "screen", "static_table", "static_bounds"}
+    # DM's bound needs the class sizes: no static table, no screening (entropy metrics only)
+    assert facts[0]["static_table"] is None and not facts[0]["screen"]
     # what primaries send the helper: ciphertext tables, TID tokens, hierarchies and encrypted
     # counters -- never research-subset flags or any count in the clear
     for sender, topic, blob in helper_in:
@@ -210,11 +212,11 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
         for name, body in parts.items():
             if name == "control":
                 assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
-                                                 "top", "map_shapes"}
+                                                 "top", "map_shapes", "screen", "complement"}
             elif name.startswith("map/"):  # the sensitive hierarchy's shape (integers), no values
                 assert len(body) % 4 == 0
             else:
-                assert name in ("sizes", "subset", "weights") or name.startswith("hist/"), name
+                assert name in ("sizes", "subset", "weights", "small") or name.startswith("hist/"), name
                 if name != "weights":
                     assert body[0] in (0x50, 0x45)  # a counter-sum message (Paillier / ElGamal)
 
@@ -232,8 +234,9 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
     for _, topic, blob in _received(run, "helper"):
         if topic != "c/answer":
             continue
-        if blob[:1] == b"{":
-            assert set(json.loads(blob)) == {"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"}
+        if blob[:1] == b"{":  # an evaluation, or (screening undecided) the request for the classes
+            assert set(json.loads(blob)) in ({"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"},
+                                             {"send"})
             continue
         parts = codec.unpack_message(blob)
         assert set(parts) == {"control", "rows"}
@@ -252,13 +255,13 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
             names.add(name.split("/")[0])
             if name == "control":
                 assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
-                                                 "top", "leaves", "level_sizes", "marginals"}
+                                                 "top", "leaves", "level_sizes", "marginals", "screen", "complement"}
             elif name.startswith("groups/"):  # which leaves share a generalized value: integers, no values
                 assert len(body) % 4 == 0
-            else:
-                assert name == "sizes" or name.split("/")[0] in ("leaves", "marginal"), name
+            else:  # "small": the screening sum, one counter sum
+                assert name in ("sizes", "small") or name.split("/")[0] in ("leaves", "marginal"), name
                 assert body[0] == 0x45  # an ElGamal counter-sum message
-    assert {"leaves", "groups", "marginal"} <= names
+    assert {"leaves", "groups", "marginal", "small"} <= names
 
 
 def _features(table_codes: np.ndarray, counters: list[bytes]) -> np.ndarray:

@@ -93,6 +93,14 @@ class CounterPublicKey(ABC):
         """Encrypted per-class sums, in a form `sum_by_class` accepts again (roll-up: sums of
         a finer node's classes give a coarser node's) and `sums_message` sends."""
 
+    def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
+        """One encrypted sum (a one-element `sum_by_class` result) of the entries at `rows` of
+        `loaded` (row counters or sums): work for those entries only."""
+        ids = [1] * len(loaded)  # type: ignore[arg-type]
+        for r in rows:
+            ids[int(r)] = 0
+        return self.sum_by_class(loaded, ids, 2)
+
     @abstractmethod
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         """The message with `sums` (in `order`, e.g. a random permutation); `upper_bounds[j]`
@@ -187,6 +195,11 @@ class PaillierCounterPublicKey(CounterPublicKey):
             return loaded.sum_by_class(class_ids, n_classes)
         return self.key.sum_by_class(loaded, class_ids, n_classes)  # type: ignore[arg-type]
 
+    def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
+        # in this process: a few thousand multiplications, less than shipping them to the pool
+        values = loaded  # a list of sums, or the bottom's SharedPaillierRows (indexable)
+        return paillier.class_products(((values[int(r)], 0) for r in rows), 1, self.key.nsquare)  # type: ignore[index]
+
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         values: list = list(sums)  # type: ignore[call-overload]
         bounds = list(upper_bounds)
@@ -274,6 +287,9 @@ class ElGamalCounterPublicKey(CounterPublicKey):
 
     def sum_by_class(self, loaded: object, class_ids: Sequence[int], n_classes: int) -> object:
         return loaded.class_sums(class_ids, n_classes)  # type: ignore[attr-defined]
+
+    def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
+        return loaded.subset_sum(rows)  # type: ignore[attr-defined]
 
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         vector = sums if isinstance(sums, elgamal.CiphertextVector) else elgamal.CiphertextVector(list(sums))  # type: ignore[call-overload]

@@ -212,6 +212,25 @@ class CiphertextVector:
                 raise DecryptionError("ElGamal sum hit the point at infinity (probability ~2^-256)")
         return out
 
+    def subset_sum(self, rows: Sequence[int] | np.ndarray) -> "CiphertextVector":
+        """A one-element vector: the homomorphic sum of the ciphertexts at `rows` (two
+        point-combine calls over those rows only; the identity if none is live)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._n):
+            raise ValueError(f"rows must lie in [0, {self._n})")
+        live = idx[self._live[idx]] if idx.size else idx
+        out = CiphertextVector._empty(1)
+        out._live[0] = False
+        if live.size:
+            p1, p2 = self._pointers(live)
+            a1 = ffi.from_buffer("secp256k1_pubkey *[]", p1)
+            a2 = ffi.from_buffer("secp256k1_pubkey *[]", p2)
+            ctx, combine = _ctx(), lib.secp256k1_ec_pubkey_combine
+            if not combine(ctx, out._c1, a1, int(live.size)) or not combine(ctx, out._c2, a2, int(live.size)):
+                raise DecryptionError("ElGamal sum hit the point at infinity (probability ~2^-256)")
+            out._live[0] = True
+        return out
+
     def packed(self, slot_bits: int, slots: int, order: Sequence[int] | None = None) -> "CiphertextVector":
         """Horner packing: block b holds Enc(Σ_i m_{b·slots+i} · 2^{slot_bits·(slots-1-i)}).
 

@@ -189,7 +189,8 @@ class NodeSums:
                     best, best_count = hub, count
         return best
 
-    def _via_hub(self, levels: tuple[int, ...], classes: Classes) -> Sums | None:
+    def _hub(self, levels: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray, Sums] | None:
+        """A hub below `levels` rolled up from the bottom and cached (None: no hub worth it)."""
         bottom, codes, base = self.bottom()
         hub = self._hub_below(levels, bottom, codes)
         if hub is None:
@@ -200,6 +201,13 @@ class NodeSums:
         hub_sums = self.rolled(mapping.ravel(), len(keys), base)
         self.hubs += 1
         self._remember(hub, hub_codes, hub_sums)
+        return hub, hub_codes, hub_sums
+
+    def _via_hub(self, levels: tuple[int, ...], classes: Classes) -> Sums | None:
+        made = self._hub(levels)
+        if made is None:
+            return None
+        hub, hub_codes, hub_sums = made
         mapping = self._mapping(hub, hub_codes, classes)
         return None if mapping is None else self.rolled(mapping, classes.count, hub_sums)
 
@@ -243,6 +251,46 @@ class NodeSums:
             self.row_sums += 1
         self._remember(levels, np.asarray(classes.codes), sums)
         return sums
+
+    def selected_sum(self, classes: Classes, selected: np.ndarray) -> tuple[object, int, bool]:
+        """One encrypted sum over the node's `selected` classes, without the node's own sums.
+
+        Summed from the finest cached node below (a hub made as for a full check, else the
+        bottom node's shared sums) through the class mapping: one pass over part of that node's
+        sums, against one roll-up per class of this node plus packing for its full sums. Where
+        the selected classes cover more than half of that node's, the others are summed
+        instead (`complement`): every class's rows together are all rows, so the key holder,
+        who knows the number of real rows, subtracts.
+
+        Returns (the total as a one-element sums object, the helper-side bound of it, complement).
+        """
+        levels = tuple(int(x) for x in classes.levels)
+        source = classes.rolled_from if classes.rolled_from in self._sums and classes.mapping is not None else None
+        mapping = None if source is None else np.asarray(classes.mapping, dtype=np.int64)
+        if source is None:
+            source = self._finest_cached_below(levels)
+            if source is not None:
+                mapping = self._mapping(source, self._codes[source], classes)
+        sums = None if mapping is None else self._sums[source]
+        if mapping is None and any(levels):  # as a full check would: via a hub, cached for later nodes
+            made = self._hub(levels)
+            if made is not None:
+                mapping, sums = self._mapping(made[0], made[1], classes), made[2]
+        if mapping is None:
+            bottom, codes, sums = self.bottom()
+            mapping = self._mapping(bottom, codes, classes)
+        if mapping is None:  # keys too wide for a mapping: the node's own sums, as for a full check
+            sums, mapping = self.node(classes, False), np.arange(classes.count, dtype=np.int64)
+        name = "sizes" if "sizes" in sums else next(n for n in sums if n.startswith("hist/"))
+        values, bounds = sums[name]
+        pick = np.asarray(selected, dtype=bool)[mapping]
+        if name.startswith("hist/"):
+            pick = np.repeat(pick, self.grouper.sensitive_sizes[name.split("/", 1)[1]])
+        complement = 2 * int(np.count_nonzero(pick)) > pick.size
+        if complement:
+            pick = ~pick
+        total = self.key.subset_sum(values, np.flatnonzero(pick))
+        return total, int(np.asarray(bounds, dtype=np.int64)[pick].sum()), complement
 
     def close(self) -> None:
         """Free what is shared beyond memory (the bottom node's sums); idempotent."""

@@ -438,6 +438,7 @@ class _Helper(HelperRole):
         # the others' next message after the search is the tally request
         self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder],
                                               "c/tally-request")
+        self.round_trips = 0  # c/check -> c/answer exchanges with the key holder during the search
 
     def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
         """Collect hellos; answer with the roster or stop everyone before data moves."""
@@ -531,6 +532,7 @@ class _Helper(HelperRole):
         return table, merged.hierarchies, loaded, real
 
     def _ask(self, request: bytes) -> bytes:
+        self.round_trips += 1
         self.transport.send(self.key_holder, "c/check", request)
         answer = receive_progressing(self.ctx, self.key_holder, "c/answer", "anonymize")
         self.search_progress.tick()  # the other primaries wait for the end of the search
@@ -586,6 +588,7 @@ class _Helper(HelperRole):
                 report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
                           "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
                           "rollups": checker.rollups, "suppression_rounds": checker.suppression_rounds,
+                          "screened_checks": checker.screened, "key_holder_round_trips": self.round_trips,
                           "lattice_size": structure.lattice.size,
                           "algorithm": found.algorithm, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}

@@ -61,14 +61,13 @@ import numpy as np
 from fedanon.crypto.counters import CounterPrivateKey, CounterPublicKey
 from fedanon.engine.anonymizer import Structure, metric_context
 from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.model.metrics.registry import METRICS
+from fedanon.model.metrics.registry import METRICS, build_metric, metric_types
 from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext, build_criteria
 from fedanon.stats.classes import Classes
 from fedanon.stats.keys import group_keys
 from fedanon.model.metrics.base import MetricContext
-from fedanon.model.metrics.registry import build_metric
 from fedanon.errors import InputError, ProtocolError
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.cellcrypt import random_permutation
@@ -77,11 +76,13 @@ from fedanon.protocols.registry import protocol_spec
 
 #: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.
 COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or METRICS
-#: Metrics whose loss needs every QI's value counts over the true rows (sent once, at setup).
-ENTROPY_METRICS = ("entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
+#: Metrics whose loss needs every QI's value counts over the true rows (sent once, at setup):
+#: the metric registry's `needs_value_marginals` trait.
+ENTROPY_METRICS = tuple(name for name, metric in metric_types().items() if metric.needs_value_marginals)
 #: Of those, the ones whose loss charges suppressed rows by their values (one extra round
-#: per check that suppresses at an anonymous node).
-SUPPRESSION_MARGINAL_METRICS = ("entropy", "nonuniform-entropy")
+#: per check that suppresses at an anonymous node): the `charges_suppressed_values` trait.
+SUPPRESSION_MARGINAL_METRICS = tuple(name for name, metric in metric_types().items()
+                                     if metric.charges_suppressed_values)
 #: Metrics whose bound depends on a node's levels only (the key holder has it from setup), so a
 #: node that fails the implied class size is answered from one screening sum (see `screen_request`).
 SCREENED_METRICS = ENTROPY_METRICS

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import fedanon  # noqa: E402
-from fedanon.cli.simulate import simulate_table  # noqa: E402
+from fedanon.consortium.simulation import simulate_table  # noqa: E402
 from fedanon.crypto import parallel  # noqa: E402
 from fedanon.crypto.commutative import get_commutative_cipher  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402

@@ -45,7 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fedanon.cli.simulate import PHASES, simulate_table  # noqa: E402
+from fedanon.consortium.simulation import PHASES, simulate_table  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402

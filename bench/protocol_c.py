@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH: a checkout named there (--baseline's child) wins
 
-from fedanon.cli.simulate import simulate_table  # noqa: E402
+from fedanon.consortium.simulation import simulate_table  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402

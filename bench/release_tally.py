@@ -29,7 +29,7 @@ RUN = r"""
 import json, sys
 from pathlib import Path
 import fedanon
-from fedanon.cli.simulate import simulate_table
+from fedanon.consortium.simulation import simulate_table
 from fedanon.model.config import AnonymizationConfig
 from fedanon.data.io.delimited import read_table_csv
 DATA = Path(fedanon.__file__).parent / "data" / "adult"

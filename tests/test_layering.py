@@ -228,6 +228,19 @@ def test_keyed_primitives_live_in_crypto() -> None:
     assert not outside + private, "\n".join(outside + private)
 
 
+def test_no_command_imports_another_command() -> None:
+    """What several commands share lives below them (fedanon.cli.kit, fedanon.consortium), so a
+    command module is never a library of another."""
+    from fedanon.cli import SUBCOMMAND_MODULES
+
+    commands = {f"fedanon.cli.{name}" for name in SUBCOMMAND_MODULES}
+    offenders = [f"{m} imports {t}, line {line}" for m, scan in SCAN.items() if m in commands
+                 for t, _lazy, line in scan.edges if t in commands and t != m]
+    outside = [f"{m} imports {t}, line {line}" for m, scan in SCAN.items() if not m.startswith("fedanon.cli")
+               for t, _lazy, line in scan.edges if t in commands]
+    assert not offenders + outside, "\n".join(offenders + outside)
+
+
 def test_no_folder_holds_more_than_twelve_modules() -> None:
     crowded = []
     for folder in [PACKAGE, *[p for p in PACKAGE.rglob("*") if p.is_dir()]]:

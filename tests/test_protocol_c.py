@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from fedanon.cli.simulate import result_summary
+from fedanon.consortium.simulation import result_summary
 from fedanon.crypto import paillier_rows
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.ldiversity import LDiversity

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedanon.cli.simulate import simulate_table
+from fedanon.consortium.simulation import simulate_table
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.presence import DeltaPresence
 from fedanon.model.privacy.ldiversity import LDiversity

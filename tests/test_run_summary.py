@@ -68,7 +68,7 @@ def test_simulate_takes_input_output_and_report_from_the_toml(tmp_path, capsys) 
 
 def test_phase_tables_fit_80_columns(capsys) -> None:
     from fedanon.cli.run import print_phase_summary
-    from fedanon.cli.simulate import print_phase_table
+    from fedanon.consortium.simulation import print_phase_table
 
     phases = {"encrypt": 1.5, "integrate": 0.25, "anonymize": 12.125, "decrypt": 0.5}
     reports = {name: {"role": role, "phases": phases,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import fedanon
-from fedanon.cli.simulate import simulate_table
+from fedanon.consortium.simulation import simulate_table
 from fedanon.model.config import AnonymizationConfig
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.errors import FedanonError

@@ -83,7 +83,7 @@ def data_dir(dataset: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from fedanon.cli.simulate import print_phase_table, protocol_phases, result_summary, simulate_table
+    from fedanon.consortium.simulation import print_phase_table, protocol_phases, result_summary, simulate_table
     from fedanon.protocols.registry import available_protocols, protocol_spec
     from fedanon.model.config import AnonymizationConfig
     from fedanon.data.io.delimited import read_table_csv

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fedanon.cli.simulate import result_summary
+    from fedanon.consortium.simulation import result_summary
     from fedanon.cli.kit.summary import RESULT_KEYS, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs

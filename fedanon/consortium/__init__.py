@@ -1,0 +1,1 @@
+"""What several commands and the benchmarks run: simulated consortia and their summaries."""

@@ -1,0 +1,271 @@
+"""Simulated consortia: deal a pooled table to simulated parties and run a protocol on it.
+
+The library under `fedanon simulate`, `fedanon demo`, `fedanon run`'s summaries and the protocol
+benchmarks: every party as a thread over the in-memory transport, or as a daemon on loopback
+with real TLS and gRPC (`fedanon.parties.simulation`). The commands only parse flags and print.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.io.delimited import write_table_csv
+from fedanon.parties import reaper
+from fedanon.parties.simulation import SimulatedParty, run_simulation
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.registry import available_protocols
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_horizontal, split_vertical
+
+PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
+HELPER_NAME = "helper"  # the simulated helper party's name
+
+
+@dataclass
+class Simulation:
+    """The decrypted result of one simulated run plus its report (per-party phases and bytes)."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    report: dict[str, Any]
+    elapsed_s: float
+    party_reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def primary_names(n: int) -> list[str]:
+    return [f"p{i + 1}" for i in range(n)]
+
+
+def _free_name(columns: list[str], wanted: str) -> str:
+    while wanted in columns:
+        wanted = "_" + wanted
+    return wanted
+
+
+def simulate_table(
+    columns: list[str],
+    rows: list[list[str]],
+    hierarchy_paths: dict[str, Path],
+    config: Any,
+    distribution: str,
+    parties: int,
+    *,
+    subset: np.ndarray | None = None,
+    split_mode: str = "round-robin",
+    options: dict[str, Any] | None = None,
+    recipient: str | None = None,
+    transport: str = "grpc",
+    workdir: Path | None = None,
+    progress: bool = False,
+    protocol: str = "B",
+) -> Simulation:
+    """Split, run every party (daemons or threads), return the result in input column order."""
+
+    if parties < 1:
+        raise InputError(f"--parties must be at least 1, got {parties}")
+    names = primary_names(parties)
+    recipient = recipient or names[0]
+    if recipient not in names:
+        raise InputError(f"--recipient {recipient!r} is not a primary; the primaries are {', '.join(names)}")
+    if distribution == "horizontal":
+        shares = split_horizontal(columns, rows, parties, split_mode, subset)  # type: ignore[arg-type]
+    else:
+        shares = split_vertical(columns, rows, parties, subset)
+    options = dict(options or {})
+    start = time.perf_counter()
+    if transport == "memory":
+        reports, out_columns, out_rows = _run_threads(shares, names, hierarchy_paths, config, distribution,
+                                                      recipient, options, protocol)
+        report: dict[str, Any] = {"protocol": protocol, "distribution": distribution, "party_reports": reports,
+                                  "simulation": {"daemons": 0, "transport": "in-memory (threads, no TLS)"}}
+    else:
+        report, out_columns, out_rows = _run_daemons(shares, names, hierarchy_paths, config, distribution,
+                                                     recipient, options, workdir, progress, protocol)
+    elapsed = time.perf_counter() - start
+    if out_rows is None or out_columns is None:
+        raise PeerError("the run finished without a result at the recipient")
+    order = [c for c in columns if c in out_columns]
+    index = [out_columns.index(c) for c in order]
+    result_rows = [[row[i] for i in index] for row in out_rows]
+    report.update({"parties_primary": parties, "result_recipient": recipient, "elapsed_s": round(elapsed, 6),
+                   "split_mode": split_mode if distribution == "horizontal" else "columns round-robin"})
+    return Simulation(order, result_rows, report, elapsed, report.get("party_reports", {}))
+
+
+def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
+
+    hierarchies = {a: Hierarchy.read_csv(p, a) for a, p in hierarchy_paths.items()}
+    local = {name: share.local_data(hierarchies) for name, share in zip(names, shares)}
+    roles = party_roles(names, protocol)
+    options = dict(options)
+    timeout = options.pop("receive_timeout_s", None)
+    settings = RunSettings(f"sim-{int(time.time() * 1000)}", protocol, distribution, config, roles, recipient, options)
+    if timeout is not None:
+        settings.receive_timeout_s = float(timeout)
+    run = run_in_memory(settings, local)
+    if run.errors:
+        own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
+        party, exc = (own or list(run.errors.items()))[0]
+        if isinstance(exc, FedanonError):
+            raise type(exc)(f"run failed at party {party!r}: {exc}")
+        raise exc
+    reports = {name: {"role": roles[name], **o.report} for name, o in run.outcomes.items()}
+    out = run.outcomes[recipient]
+    return reports, out.output_columns, out.output_rows
+
+
+def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
+                 protocol):
+
+    qis = set(config.quasi_identifiers)
+    sensitive_names = set(config.sensitive_attributes)
+    with reaper.guarded_temp_dir("fedanon-simulate-") as tmp:
+        base = Path(workdir) if workdir is not None else Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        parties: list[SimulatedParty] = []
+        for name, share in zip(names, shares):
+            cols = list(share.columns)
+            data_rows = share.rows
+            subset_col = None
+            if share.research_subset is not None:
+                subset_col = _free_name(cols, "research_subset")
+                cols = cols + [subset_col]
+                data_rows = [row + ["1" if f else "0"] for row, f in zip(share.rows, share.research_subset)]
+            path = base / f"{name}.csv"
+            write_table_csv(path, cols, data_rows)
+            held = [c for c in share.columns if c != share.tid_column]
+            parties.append(SimulatedParty(
+                name=name, role=PRIMARY, csv_path=path,
+                qi_hierarchies={c: hierarchy_paths[c] for c in held if c in qis},
+                # the caller has already removed identifying columns; what is not a QI or a
+                # sensitive attribute of a model is released unchanged (insensitive)
+                sensitive={c: hierarchy_paths.get(c) for c in held if c in sensitive_names},
+                insensitive=[c for c in held if c not in qis and c not in sensitive_names],
+                tid_column=share.tid_column, subset_column=subset_col,
+            ))
+        if party_roles(names, protocol).get(HELPER_NAME) == HELPER:
+            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
+        result = run_simulation(parties, protocol, distribution, config, recipient, options,
+                                workdir=(base / "daemons") if workdir is not None else None, progress=progress)
+    return result.report, result.output_columns, result.output_rows
+
+
+def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:
+    """The simulated run's parties: the primaries, plus a helper if the protocol needs one."""
+    roles = {name: PRIMARY for name in primaries}
+    if protocol_spec(protocol).needs_helper:
+        roles[HELPER_NAME] = HELPER
+    return roles
+
+
+def protocol_options(protocol: str, metric: str, **flags: Any) -> dict[str, Any]:
+    """Protocol-specific run options from CLI flags (None = not given), checked against the
+    protocol's registry spec: a flag the protocol does not read, or a metric it cannot
+    optimize, is an input error before anything starts."""
+
+    spec = protocol_spec(protocol)
+    if spec.metrics is not None and metric not in spec.metrics:
+        raise InputError(f"Protocol {spec.name} does not support metric {metric!r} (it would need the per-QI "
+                         f"value distributions the protocol hides); choose one of {', '.join(spec.metrics)}")
+    options = {}
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name not in spec.options:
+            readers = available_protocols_with_option(name)
+            raise InputError(f"--{name} applies only to Protocol {' or '.join(readers) or '?'}, "
+                             f"not to Protocol {spec.name}")
+        options[name] = value
+    return options
+
+
+def available_protocols_with_option(option: str) -> list[str]:
+
+    return [p for p in available_protocols() if option in protocol_spec(p).options]
+
+
+def protocol_phases(protocol: str) -> tuple[str, ...]:
+
+    return protocol_spec(protocol).phases
+
+
+# --------------------------------------------------------------------------- reporting
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def phase_rows(party_reports: dict[str, dict[str, Any]], phases: tuple[str, ...] = PHASES) -> list[dict[str, Any]]:
+    """Flatten per-party reports into one row per (party, phase): seconds, bytes sent/received."""
+    rows = []
+    ordered = sorted(party_reports.items(), key=lambda item: (item[1].get("role") == HELPER, item[0]))
+    for party, rep in ordered:
+        traffic = rep.get("traffic", {})
+        sent = traffic.get("bytes_sent_by_phase", {})
+        received = traffic.get("bytes_received_by_phase", {})
+        seconds = rep.get("phases", {})
+        for phase in phases:
+            rows.append({"party": party, "role": rep.get("role", "?"), "phase": phase,
+                         "seconds": float(seconds.get(phase, 0.0)),
+                         "bytes_sent": int(sent.get(phase, 0)), "bytes_received": int(received.get(phase, 0))})
+    return rows
+
+
+def print_phase_table(party_reports: dict[str, dict[str, Any]], title: str, phases: tuple[str, ...] = PHASES) -> None:
+    """One row per party and phase (plus a total per party): narrow enough for 80 columns."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name, justify in (("party", "left"), ("role", "left"), ("phase", "left"), ("s", "right"),
+                          ("kB sent", "right"), ("kB recv", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    by_party: dict[str, list[dict[str, Any]]] = {}
+    for row in phase_rows(party_reports, phases):
+        by_party.setdefault(row["party"], []).append(row)
+    for party, rows in by_party.items():
+        for i, r in enumerate(rows):
+            table.add_row(party if i == 0 else "", r["role"] if i == 0 else "", r["phase"], f"{r['seconds']:.3f}",
+                          _kb(r["bytes_sent"]), _kb(r["bytes_received"]))
+        table.add_row("", "", "[bold]total[/bold]", f"{sum(r['seconds'] for r in rows):.3f}",
+                      _kb(sum(r["bytes_sent"] for r in rows)), _kb(sum(r["bytes_received"] for r in rows)),
+                      end_section=True)
+    Console().print(table)
+
+
+def pre_post_seconds(party_reports: dict[str, dict[str, Any]], recipient: str) -> float:
+    """Recipient's time for the whole run minus the anonymizing party's anonymize phase (§4.6.4's measure).
+
+    The anonymizing party (B's helper, A's master) is the one with the longest anonymize phase.
+    """
+    phases = party_reports.get(recipient, {}).get("phases", {})
+    engine = max((float(r.get("phases", {}).get("anonymize", 0.0)) for r in party_reports.values()), default=0.0)
+    return float(sum(phases.values())) - engine
+
+
+def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The result as the parties reported it, merged over every report that carries a transformation.
+
+    No single party knows everything: the anonymizing party (B's helper, A's master) knows
+    the transformation and loss, but in Protocol C only the key holder learns how many
+    real rows were suppressed and how many classes were kept. A field missing from (or
+    None in) one report is taken from the next one that has it.
+    """
+    merged: dict[str, Any] = {}
+    for rep in party_reports.values():
+        if "transformation" not in rep:
+            continue
+        for key, value in rep.items():
+            if merged.get(key) is None:
+                merged[key] = value
+    return merged
+
+
+# --------------------------------------------------------------------------- command

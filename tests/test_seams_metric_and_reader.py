@@ -103,3 +103,14 @@ def test_opaque_codes_are_narrow(tmp_path):
     table = read_table(_parquet(tmp_path))
     assert all(codes.dtype == np.uint8 for codes in table.codes)
     assert table.dictionaries[table.index("sex")] == ["male", "female"]
+
+
+def test_protocol_c_refuses_ambiguity_before_data_moves():
+    """C's key holder never sees a class's values, and ambiguity's class shares depend on them:
+    refused with one clear message at the start, not computed wrongly."""
+    from fedanon.errors import InputError
+    from fedanon.protocols.c.counted_checks import COUNTED_METRICS, check_supported
+
+    assert "ambiguity" not in COUNTED_METRICS and "loss" in COUNTED_METRICS
+    with pytest.raises(InputError, match="ambiguity"):
+        check_supported(AnonymizationConfig(list(QIS), k=2, metric="ambiguity"))

@@ -11,9 +11,10 @@ smaller product, at a generalization of it).
 
 The domain of a quasi-identifier is the set of its values in the table (its dictionary), so the
 counts come from the code maps alone (how many level-0 codes map to each generalized code): the
-metric is the same on ciphertext dictionaries and on the pooled table of a protocol run. A value
-the hierarchy lists but the table lacks does not count. It needs no value marginals, so
-Protocol C can use it as it uses `loss`.
+metric is the same on ciphertext dictionaries and on the pooled table of a protocol run (A and B).
+A value the hierarchy lists but the table lacks does not count. Protocol C refuses it: a class's
+share depends on its values, which C's key holder never sees, and only `loss` has a per-class
+weight channel from the helper.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Ambiguity(Metric):
     monotone_without_suppression = True
     monotone_with_suppression = False
     has_baseline = False
+    needs_class_values = True
 
     def __init__(self, ctx: MetricContext) -> None:
         super().__init__(ctx)

@@ -18,7 +18,10 @@ Traits the protocols and baselines read (instead of keeping their own lists of n
   * `charges_suppressed_values`: the loss charges suppressed rows by their values (Protocol C
     needs one extra round per check that suppresses at an anonymous node);
   * `has_baseline`: the loss can be evaluated on a table each party recoded on its own (the
-    §4.3 anonymize-then-integrate baselines).
+    §4.3 anonymize-then-integrate baselines);
+  * `needs_class_values`: a class's share of the loss depends on its generalized values, not only on
+    its size and the node's levels (Protocol C's key holder, which never sees a class's values, can
+    judge such a metric only through a per-class weight channel; `loss` has one).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Metric:
     needs_value_marginals = False
     charges_suppressed_values = False
     has_baseline = True
+    needs_class_values = False
     monotone_without_suppression = True
     monotone_with_suppression = False
 

@@ -67,6 +67,7 @@ class Loss(Metric):
     """Iyengar's LM: (leaves below value - 1) / (leaves - 1) per cell; suppressed cells = 1."""
 
     name = "loss"
+    needs_class_values = True
 
     def _bound_table(self):
         """Per QI and level: the LM share of all rows, from static cardinalities."""

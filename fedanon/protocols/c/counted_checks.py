@@ -61,7 +61,7 @@ import numpy as np
 from fedanon.crypto.counters import CounterPrivateKey, CounterPublicKey
 from fedanon.engine.anonymizer import Structure, metric_context
 from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
-from fedanon.model.metrics.registry import METRICS, build_metric, metric_types
+from fedanon.model.metrics.registry import build_metric, metric_types
 from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext, build_criteria
@@ -75,7 +75,10 @@ from fedanon.protocols.c.class_sums import NodeSums, Sums
 from fedanon.protocols.registry import protocol_spec
 
 #: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.
-COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or METRICS
+#: A metric whose class shares depend on the classes' values needs a weight channel from the helper;
+#: `loss` has one (`_metric_context`), others are refused.
+COUNTED_METRICS: tuple[str, ...] = protocol_spec("C").metrics or tuple(
+    name for name, metric in metric_types().items() if not metric.needs_class_values or name == "loss")
 #: Metrics whose loss needs every QI's value counts over the true rows (sent once, at setup):
 #: the metric registry's `needs_value_marginals` trait.
 ENTROPY_METRICS = tuple(name for name, metric in metric_types().items() if metric.needs_value_marginals)

@@ -104,7 +104,8 @@ def write_csv_chunks(adult: EncodedTable, n: int, path: Path) -> None:
 
 
 def write_parquet_chunks(adult: EncodedTable, n: int, folder: Path, row_group: int = 1_000_000) -> None:
-    """One Parquet file per chunk (dictionary-encoded text columns, row groups of `row_group`)."""
+    """One Parquet file per chunk (dictionary-encoded text columns, row groups of `row_group`); the
+    folder's `done` file marks a complete dataset."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -236,24 +237,28 @@ def parse_floor(csv: Path) -> float:
 
 def rows_sweep(sizes: list[float], suppressions: list[float], workdir: Path, workers: list[int] = (1,),
                repeat: int = 1, compare_with: Path | None = None, backends: list[str] = ("processes",),
-               inputs: list[str] = ("csv",)) -> list[dict]:
+               inputs: list[str] = ("csv",), chosen: list[tuple[str, str, int]] | None = None,
+               data_dir: Path | None = None) -> list[dict]:
     header, rows, _ = load_adult()
     adult = EncodedTable.from_rows(header, rows)
     out = []
     variants = [(w, "this", ROOT, b, i) for b in backends for i in inputs for w in workers
                 if not (i == "parquet" and b != "dask")]  # Parquet read on the workers: the dask backend
+    if chosen:
+        variants = [(w, "this", ROOT, b, i) for b, i, w in chosen]
     if ("processes", "csv") in {(b, i) for _w, _t, _s, b, i in variants} and 1 not in workers:
         variants.insert(0, (1, "this", ROOT, "processes", "csv"))  # the one-process reference
     variants += [(1, "reference", compare_with, "processes", "csv")] if compare_with else []
     for millions in sizes:
         n = int(round(millions * 1_000_000))
-        csv = workdir / f"resampled_{n}.csv"
-        folder = workdir / f"resampled_{n}_parquet"
+        csv = (data_dir or workdir) / f"resampled_{n}.csv"
+        folder = (data_dir or workdir) / f"resampled_{n}_parquet"
         t0 = time.perf_counter()
-        if any(v[4] == "csv" for v in variants):
+        if any(v[4] == "csv" for v in variants) and not (data_dir and csv.exists()):
             write_csv_chunks(adult, n, csv)
-        if any(v[4] == "parquet" for v in variants):
+        if any(v[4] == "parquet" for v in variants) and not (data_dir and (folder / "done").exists()):
             write_parquet_chunks(adult, n, folder)
+            (folder / "done").write_text("")
         build_s = time.perf_counter() - t0
         for s in suppressions:
             for round_ in range(repeat):
@@ -275,6 +280,8 @@ def rows_sweep(sizes: list[float], suppressions: list[float], workdir: Path, wor
                           f"start {r['start_s']:.1f} s, search {r['search_s']:.1f} s, {r['checks']} checks, driver "
                           f"{r['driver_peak_rss_mib']:.0f} MiB, workers {r['workers_peak_pss_mib']:.0f} MiB "
                           f"(load {r['load']})", file=sys.stderr, flush=True)
+        if data_dir is not None:
+            continue  # kept for the next run
         if csv.exists():
             csv.unlink()
         if folder.exists():
@@ -323,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suppression", default="0,0.05", help="suppression limits")
     ap.add_argument("--workers", default="1", help="--workers values to run alternately, e.g. 1,2")
     ap.add_argument("--backend", default="processes", help="backends to run alternately: processes,dask")
+    ap.add_argument("--variants", default="", help="instead of --backend x --input x --workers: a list of "
+                                                    "BACKEND/INPUT:WORKERS, e.g. processes/csv:1,dask/parquet:2")
     ap.add_argument("--input", default="csv", help="inputs: csv (read whole by the driver), parquet (a directory "
                                                      "of files read by the dask workers)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the alternating runs (take the best)")
@@ -332,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=150.0, help="heuristic time limit for the QI sweep")
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
     ap.add_argument("--workdir", default=None, help="where the resampled CSVs go (default: a temp dir)")
+    ap.add_argument("--data-dir", default=None, help="generate the resampled tables here and keep them "
+                                                     "(reused when present) instead of a temporary folder")
     ap.add_argument("--json", metavar="OUT.json", help="also write the results as JSON")
     args = ap.parse_args(argv)
     sizes = [float(x) for x in args.rows.split(",") if x]
@@ -341,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         rows_res = rows_sweep(sizes, sups, Path(tmp), [int(w) for w in args.workers.split(",") if w], args.repeat,
                               Path(args.compare_with).resolve() if args.compare_with else None,
                               [b for b in args.backend.split(",") if b],
-                              [i for i in args.input.split(",") if i]) if sizes else []
+                              [i for i in args.input.split(",") if i],
+                              [(v.split("/")[0], v.split("/")[1].split(":")[0], int(v.split(":")[1]))
+                               for v in args.variants.split(",") if v],
+                              Path(args.data_dir) if args.data_dir else None) if sizes else []
     qis_res = qis_sweep(counts, args.time_limit, args.node_budget) if counts else []
 
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

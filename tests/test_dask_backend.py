@@ -32,7 +32,7 @@ from fedanon.cli import main  # noqa: E402
 from fedanon.data.io.parquet_parts import plan_partitions, read_partition, unify_dictionaries  # noqa: E402
 from fedanon.engine import AnonymizationConfig, Hierarchy, anonymize  # noqa: E402
 from fedanon.engine.partitioned import anonymize_partitioned  # noqa: E402
-from fedanon.errors import HierarchyError  # noqa: E402
+from fedanon.errors import HierarchyError, InputError  # noqa: E402
 from fedanon.engine.anonymizer import prepare, search_and_apply  # noqa: E402
 from fedanon.engine.check.backends import processes  # noqa: E402
 from fedanon.engine.check.backends.base import backend_for, backends  # noqa: E402
@@ -129,7 +129,7 @@ def test_adult_searches_equal(name, cluster, every_node):
     _same_result(got, want)
 
 
-@pytest.mark.parametrize("share", [math.inf, 0.0])  # every node merged, or every node shuffled
+@pytest.mark.parametrize("share", [math.inf, pytest.param(0.0, marks=pytest.mark.slow)])  # merged / shuffled
 def test_adult_k_search_merged_or_shuffled(share, cluster, monkeypatch):
     monkeypatch.setattr(processes, "MERGE_SPAN_SHARE", share)
     table, hier = _adult_table()
@@ -234,7 +234,7 @@ def _decoded_output(folder: Path) -> dict[str, list[str]]:
     return {name: [str(v) for v in table.column(name).to_pylist()] for name in table.column_names}
 
 
-@pytest.mark.parametrize("name", ["k5-supp", "distinct-l-supp"])
+@pytest.mark.parametrize("name", ["k5-supp", pytest.param("distinct-l-supp", marks=pytest.mark.slow)])
 def test_parquet_read_on_the_workers_same_optimum_and_output(name, tmp_path, cluster):
     """No row in the driver: the search and the output partitions equal the whole-table run's."""
     config = SEARCHES[name]
@@ -279,3 +279,18 @@ def test_parquet_value_missing_from_hierarchy_one_line(tmp_path, cluster):
     hier = {"sex": Hierarchy.read_csv(ADULT / "adult_hierarchy_sex.csv", "sex")}
     with pytest.raises(HierarchyError, match="'Other' of column 'sex'"):
         anonymize_partitioned(folder, hier, AnonymizationConfig(["sex"], k=1), tmp_path / "out", client=cluster[1])
+
+
+def test_missing_cell_named_by_file_and_row(tmp_path):
+    """A null in the second row group of the second file: the error names that file and its row
+    (7 rows in 3 row groups cut in two: a group goes where its first row falls, 0-3 | 5)."""
+    folder = tmp_path / "nulls"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": ["x", "y", "z"]}), folder / "1.parquet")
+    pq.write_table(pa.table({"a": ["x", "y", "z", None]}), folder / "2.parquet", row_group_size=2)
+    _, plans = plan_partitions(folder, 2)
+    assert [[(Path(p.path).name, p.groups) for p in plan.pieces] for plan in plans] == \
+        [[("1.parquet", [0]), ("2.parquet", [0])], [("2.parquet", [1])]]
+    read_partition(plans[0], ["a"])
+    with pytest.raises(InputError, match=r"2\.parquet, row 4: column 'a' has a missing value"):
+        read_partition(plans[1], ["a"])

@@ -76,8 +76,14 @@ class OutputPlan:
     failing_keys: np.ndarray                # exact mixed-radix keys of the classes to suppress, sorted
 
 
+WRITE_ROWS = 1 << 22  # rows per written batch: the Arrow copy of a batch, not of the partition
+
+
 def write_partition(part: Partition, p: int, plan: OutputPlan) -> tuple[int, int]:
-    """Write this partition's output file `part-<p>.parquet`; returns (rows, suppressed rows)."""
+    """Write this partition's output file `part-<p>.parquet`; returns (rows, suppressed rows).
+
+    Batch by batch of WRITE_ROWS rows, each a row group: the generalized codes of a batch are
+    gathered from the search's cached columns, so the memory on top of the partition is one batch."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -86,23 +92,30 @@ def write_partition(part: Partition, p: int, plan: OutputPlan) -> tuple[int, int
     levels = [0] * g.n_qis
     for qi, level in plan.qi_levels.values():
         levels[qi] = level
-    suppressed = np.zeros(g.n_rows, dtype=bool)
-    if plan.failing_keys.size:
-        key, _, _ = combined_key([g.column(i, l) for i, l in enumerate(levels)], plan.radices)
-        suppressed = np.isin(key, plan.failing_keys)
-    arrays = []
-    for c, name in enumerate(plan.columns):
-        if c in plan.qi_levels:
-            qi, level = plan.qi_levels[c]
-            codes = g.column(qi, level).astype(np.int32)
-            codes[suppressed] = len(plan.level_values[c]) - 1  # the appended "*"
-            values = plan.level_values[c]
-        else:
-            codes, values = local.codes[c].astype(np.int32), local.dictionaries[c]
-        arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(values, type=pa.string())))
+    dictionaries = [pa.array(plan.level_values[c] if c in plan.qi_levels else local.dictionaries[c], type=pa.string())
+                    for c in range(len(plan.columns))]
+    generalized = [g.column(i, l) for i, l in enumerate(levels)]  # once: 1-2 bytes a row each, not per batch
+    columns = [generalized[plan.qi_levels[c][0]] if c in plan.qi_levels else local.codes[c]
+               for c in range(len(plan.columns))]
+    schema = pa.schema([(name, pa.dictionary(pa.int32(), pa.string())) for name in plan.columns])
     path = Path(plan.directory) / f"part-{p:05d}.parquet"
-    pq.write_table(pa.table(arrays, names=plan.columns), path)
-    return g.n_rows, int(suppressed.sum())
+    suppressed_rows = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, max(g.n_rows, 1), WRITE_ROWS):
+            stop = min(g.n_rows, start + WRITE_ROWS)
+            suppressed = None
+            if plan.failing_keys.size:
+                key, _, _ = combined_key([col[start:stop] for col in generalized], plan.radices)
+                suppressed = np.isin(key, plan.failing_keys)
+                suppressed_rows += int(suppressed.sum())
+            arrays = []
+            for c in range(len(plan.columns)):
+                codes = columns[c][start:stop].astype(np.int32)
+                if suppressed is not None and c in plan.qi_levels:
+                    codes[suppressed] = len(plan.level_values[c]) - 1  # the appended "*"
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes), dictionaries[c]))
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+    return g.n_rows, suppressed_rows
 
 
 # --------------------------------------------------------------------------- the driver's side

@@ -253,6 +253,23 @@ def test_parquet_read_on_the_workers_same_optimum_and_output(name, tmp_path, clu
         assert out[column] == [want.output.dictionaries[c][i].decode() for i in want.output.codes[:, c]], column
 
 
+def test_one_partition_answers_without_merge(tmp_path, cluster):
+    """A dataset of one row group is one partition on one worker: its classes go back as they are."""
+    config = SEARCHES["k5-supp"]
+    columns = list(config.quasi_identifiers)
+    folder = tmp_path / "one"
+    folder.mkdir()
+    whole = pacsv.read_csv(ADULT / "adult.csv", parse_options=pacsv.ParseOptions(delimiter=";"),
+                           convert_options=pacsv.ConvertOptions(include_columns=columns))
+    pq.write_table(whole, folder / "adult.parquet")
+    table, hier = _adult_table()
+    want = anonymize(table.select(columns), hier, config)
+    got = anonymize_partitioned(folder, hier, config, tmp_path / "out", client=cluster[1])
+    assert got.extra["partitions"] == 1 and got.extra["shuffles"] == 0
+    assert (got.transformation, got.information_loss, got.checks, got.suppressed_rows) == \
+        (want.transformation, want.information_loss, want.checks, want.suppressed_rows)
+
+
 def test_cli_parquet_directory_on_the_workers(tmp_path, cluster, capsys):
     qis = ADULT_QIS[:5]
     folder = _adult_parquet_dir(tmp_path, qis)

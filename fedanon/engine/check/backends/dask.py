@@ -232,6 +232,9 @@ class DaskRowGrouper:
     def group_rows(self, levels: tuple[int, ...]) -> Classes:
         levels = tuple(int(x) for x in levels)
         self.groupings += 1
+        if self.workers == 1:  # one partition is the whole table: its classes are the answer, no merge
+            codes, stats = self.client.gather(self._on(0, group_partition, self.parts[0], levels))
+            return Classes(levels, codes, stats)
         if not self._small_merge(levels) and self._shuffled(levels):
             return self._shuffle(levels)
         parts = self.client.gather([self._on(p, group_partition, part, levels) for p, part in enumerate(self.parts)])

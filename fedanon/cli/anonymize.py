@@ -20,10 +20,12 @@ import numpy as np
 
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
+from fedanon.engine.check.backends.base import DEFAULT_BACKEND, check_backend
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.data.io.delimited import write_columns
 from fedanon.cli.kit.inputs import load_inputs
 from fedanon.cli.kit.runconfig import RunSpec, add_privacy_arguments, run_from_args
+from fedanon.data.io.registry import format_of
 from fedanon.errors import InputError
 
 SUPPRESSED = "*"
@@ -60,7 +62,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="processes that group the rows of a check (row partitions in shared memory, "
                              "class tables summed; same result; only nodes with few classes go to the "
                              f"workers). auto: one per CPU, at most {AUTO_MAX_WORKERS}, from "
-                             f"{AUTO_MIN_ROWS:,} rows on (default 1)")
+                             f"{AUTO_MIN_ROWS:,} rows on (default 1); with --backend dask: Dask workers")
+    search.add_argument("--backend", default=DEFAULT_BACKEND, metavar="NAME",
+                        help="where the rows of a check are grouped: processes (local processes over shared "
+                             "memory) or dask (a Dask cluster: the one at --scheduler, else a local cluster of "
+                             "--workers processes on loopback; needs fedanon[cluster]); same result "
+                             f"(default {DEFAULT_BACKEND})")
+    search.add_argument("--scheduler", default=None, metavar="ADDR",
+                        help="address of a running Dask scheduler (tcp://host:8786) for --backend dask")
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv", help="anonymized table")
     out.add_argument("--report", default=None, metavar="REPORT.json", help="write a JSON report")
@@ -179,11 +188,69 @@ def parse_time_limit(text: str | float | None) -> float | None:
     return limit
 
 
+def read_on_workers(spec: RunSpec, backend: str) -> bool:
+    """Whether the input is read by partition on the cluster's workers: Parquet (a file or a
+    directory of files) with --backend dask. The output is then a directory of Parquet files."""
+    return backend == "dask" and spec.input is not None and (
+        Path(spec.input).is_dir() or format_of(spec.input) == "parquet")
+
+
+def run_partitioned(args: argparse.Namespace, spec: RunSpec) -> int:
+    """`anonymize` of a Parquet dataset read on the Dask workers: no row reaches this process.
+
+    What needs every row in one place -- the research subset, the verifier, the HTML report's
+    risk and utility figures, dropping suppressed rows -- is refused in one line."""
+    from fedanon.data.hierarchy import Hierarchy
+    from fedanon.engine.partitioned import anonymize_partitioned
+
+    config, hierarchy_paths, _sensitive, subset_path = spec.privacy
+    refused = [flag for flag, given in (("delta-presence's research subset", subset_path is not None), ("--verify", args.verify),
+                                        ("--html", args.html is not None), ("--drop-suppressed", spec.drop_suppressed))
+               if given]
+    if refused:
+        raise InputError(f"{spec.input}: {', '.join(refused)} need(s) the whole table in one process; Parquet input "
+                         "with --backend dask is read on the workers (use --backend processes)")
+    if spec.output is None:
+        raise InputError("no output directory: give --output OUT_DIR (one Parquet file per partition)")
+    if Path(spec.output).exists() and not Path(spec.output).is_dir():
+        raise InputError(f"--output {spec.output}: exists and is not a directory; Parquet input read on the "
+                         "workers is written as one file per partition into a directory")
+    if spec.report is not None and Path(spec.report).is_dir():
+        raise InputError(f"--report {spec.report}: is a directory; give a file name")
+    hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
+                   for attr, path in hierarchy_paths.items()}
+    progress, stop = _progress_factory(args.quiet)
+    try:
+        result = anonymize_partitioned(spec.input, hierarchies, config, spec.output,  # type: ignore[arg-type]
+                                       columns=spec.declared_columns(), workers=resolve_workers(args.workers, 0),
+                                       scheduler=args.scheduler, progress=progress)
+    finally:
+        stop()
+    report = result.to_report()
+    report.update({"input": str(spec.input), "output": str(spec.output), "rows_written": result.rows,
+                   "config": config.to_dict(), "suppressed_rows_in_output": result.suppressed_rows})
+    if spec.report is not None:
+        _write(spec.report, lambda: write_text_atomic(spec.report, json.dumps(report, indent=2) + "\n"))  # type: ignore[arg-type]
+    if not args.quiet:
+        from fedanon.cli.kit.summary import print_summary, result_rows
+
+        print_summary("fedanon anonymize", [("input", str(spec.input)), *result_rows(report),
+                                            ("time", f"{result.elapsed_s:.3f} s"),
+                                            ("output", f"{spec.output} ({len(result.output_files)} files, "
+                                                       f"{result.rows} rows)")])
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
 
     spec = run_from_args(args)
-    resolve_workers(args.workers, 0)  # a bad --workers fails before any work
+    resolve_workers(args.workers, 0)  # a bad --workers, --backend or --scheduler fails before any work
+    check_backend(args.backend)
+    if args.scheduler is not None and args.backend != "dask":
+        raise InputError(f"--scheduler {args.scheduler[:200]} needs --backend dask (got --backend {args.backend})")
+    if read_on_workers(spec, args.backend):
+        return run_partitioned(args, spec)
     config, _hierarchy_paths, sensitive, _subset_path = spec.privacy
     if config.model("dp") is not None and args.verify:
         raise InputError("--verify re-checks a deterministic optimum; a --dp release is a random draw "
@@ -201,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             result = anonymize(encoded, hierarchies, config, research_subset=subset, progress=progress,
                                limits=search_limits(args), workers=resolve_workers(args.workers, encoded.n_rows),
+                               backend=args.backend, scheduler=args.scheduler,
                                keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
     finally:
         stop()

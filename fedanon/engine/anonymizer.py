@@ -29,7 +29,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.search.lattice import Lattice
 from fedanon.model.metrics.base import MetricContext
 from fedanon.model.metrics.registry import build_metric
-from fedanon.engine.check.backends.processes import parallel_rows
+from fedanon.engine.check.backends.base import DEFAULT_BACKEND, backend_for
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import HierarchyError, InputError
@@ -312,6 +312,8 @@ def anonymize(
     progress: Callable[[int, int], None] | None = None,
     limits: SearchLimits | None = None,
     workers: int = 1,
+    backend: str = DEFAULT_BACKEND,
+    scheduler: str | None = None,
     keep_prepared: bool = False,
 ) -> AnonymizationResult:
     """Find and apply the globally optimal full-domain generalization (+ suppression).
@@ -319,7 +321,10 @@ def anonymize(
     Beyond `limits.node_budget` nodes the heuristic search runs instead of Flash; with
     a `limits.time_limit` it may return a verified but not proven-optimal node
     (`optimum_found` false, `loss_lower_bound` and `gap` in `extra`). `workers` > 1
-    groups the rows of a check in that many processes (`parallel_grouping.py`; same result).
+    groups the rows of a check in that many processes (`backends/processes.py`; same result).
+    `backend` names where row groupings run (`backends/base.py`): "processes" (local processes
+    over shared memory), or "dask": a Dask cluster -- the one at `scheduler` (tcp://host:port),
+    else a local cluster of `workers` processes on loopback; the same optimum either way.
     `keep_prepared`: the result keeps the search's structure and the optimum's classes
     (`prepared`, `optimum_classes`) for a report to reuse; off by default, because they hold
     the grouper's caches (up to a few hundred MB on millions of rows) for as long as the result lives.
@@ -329,10 +334,15 @@ def anonymize(
         raise InputError(f"anonymize() takes an EncodedTable, got {type(table).__name__}"
                          + ("; for a pandas DataFrame use fedanon.anonymize_frame" if hasattr(table, "columns") else ""))
     prep = prepare(table, hierarchies, config, research_subset)
-    with parallel_rows(prep.grouper, workers) as pool:
+    options = {} if scheduler is None else {"scheduler": scheduler}
+    attaching = time.perf_counter()
+    with backend_for(backend, prep.grouper, workers, **options) as pool:
+        attached = time.perf_counter()
         result = search_and_apply(prep, prep.checker, progress=progress, started=start, limits=limits)
     # the processes that grouped rows: 1 where asked for, or where shared memory was refused
     result.extra["workers"] = pool.workers if pool is not None else 1
+    if pool is not None:  # starting the workers and handing them the rows: part of elapsed_s
+        result.extra.update(backend=backend, backend_start_s=attached - attaching)
     if not keep_prepared:
         result.prepared = result.optimum_classes = None
     return result

@@ -91,14 +91,20 @@ class Grouper:
         column_cache_mib: int = 160,
         sparse_domain: int = 32,
         saturation: dict[str, int] | None = None,
+        n_rows: int | None = None,
     ) -> None:
+        """`n_rows`: the table's rows where they are held by a backend's partitions elsewhere
+        (a cluster's workers read them from the files); the columns are then empty, and every
+        row grouping must go to that backend."""
         # one contiguous int32 column per QI, and nothing else per row: a column that already is
         # contiguous int32 (a column-major table's) is used as it is, not copied
         columns = list(qi_codes.T) if isinstance(qi_codes, np.ndarray) else list(qi_codes)
         self._qi_columns = [np.ascontiguousarray(c, dtype=np.int32) for c in columns]
         self.n_qis = len(self._qi_columns)
-        self.n_rows = int(qi_codes.shape[0] if isinstance(qi_codes, np.ndarray) else
-                          self._qi_columns[0].shape[0] if self._qi_columns else 0)
+        held = int(qi_codes.shape[0] if isinstance(qi_codes, np.ndarray) else
+                   self._qi_columns[0].shape[0] if self._qi_columns else 0)
+        self.n_rows = held if n_rows is None else int(n_rows)
+        self.rows_elsewhere = n_rows is not None and held != self.n_rows
         self.code_maps = code_maps
         self.level_sizes = [(m.max(axis=1) + 1).tolist() if m.shape[1] else [0] * m.shape[0] for m in code_maps]
         self.sensitive_codes = sensitive_codes or {}
@@ -245,6 +251,8 @@ class Grouper:
         self.row_groupings += 1
         if self.row_partitions is not None and not keep_rows and self.row_partitions.takes(tuple(levels)):
             return self.row_partitions.group_rows(tuple(levels))
+        if self.rows_elsewhere:
+            raise RuntimeError("this table's rows are held by a backend's partitions; they cannot be grouped here")
         cols = [self.column(i, l) for i, l in enumerate(levels)]
         radices, span, exact, _ = self._shape(tuple(levels))
         if exact and span <= keys.BLOCK_SPAN and not keep_rows and not self.sparse and all(

@@ -50,6 +50,7 @@ from fedanon.kit.cores import available_cores
 from fedanon.stats.classhist import SparseHistogram
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classes import Classes
+from fedanon.engine.check.backends.base import register_backend
 from fedanon.engine.check.grouping import Grouper
 from fedanon.stats.keys import combined_key, group_keys, key_sizes, key_span, mixed_radix_digits, run_starts
 from fedanon.stats.histograms import sum_by_group
@@ -192,9 +193,10 @@ def _views(shm: SharedMemory, layout: _Layout) -> dict[str, np.ndarray]:
             for name, dtype, offset in layout.arrays}
 
 
-def _partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], sensitive: dict[str, np.ndarray],
-                       sensitive_sizes: dict[str, int], subset: np.ndarray | None, sparse: set[str],
-                       saturation: dict[str, int], column_cache_mib: int) -> Grouper:
+def partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], sensitive: dict[str, np.ndarray],
+                      sensitive_sizes: dict[str, int], subset: np.ndarray | None, sparse: set[str],
+                      saturation: dict[str, int], column_cache_mib: int) -> Grouper:
+    """The grouper of one partition's rows, with the owner's statistics choices (any backend's workers)."""
     # the owner's saturation too: a class saturated in a partition is saturated in the merged
     # table (it has at least as many distinct values there), so partitions may forget it early
     grouper = Grouper(columns, code_maps, sensitive, sensitive_sizes, subset, column_cache_mib=column_cache_mib,
@@ -249,6 +251,20 @@ def merge_ranges(classes_of: list[np.ndarray], counts: np.ndarray, ranges: list[
     return per_range, mixed_radix_digits(present, radices), sizes
 
 
+def join_ranges(levels: tuple[int, ...], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                n_ranges: int) -> Classes:
+    """The node's classes from the shuffle's merged ranges: `parts[w]` is what `merge_ranges`
+    returned for the ranges w, w + W, w + 2W, ... (W = len(parts)); concatenated in range
+    order they are the canonical ascending order, with no further merge."""
+    n_parts = len(parts)
+    offsets = [np.concatenate([[0], np.cumsum(per_range)]) for per_range, _, _ in parts]
+    # range r was merged by part r % W, as its (r // W)-th range
+    order = [(r % n_parts, r // n_parts) for r in range(n_ranges)]
+    codes = np.concatenate([parts[w][1][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
+    sizes = np.concatenate([parts[w][2][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
+    return Classes(tuple(levels), codes, ClassStats(sizes, {}))
+
+
 def _serve(conn: Any, layout: _Layout) -> None:
     """Worker loop: group this partition at each node asked for, reply with codes + stats."""
     limit_this_process()  # the parallelism is these processes; see fedanon.kit.threads
@@ -256,7 +272,7 @@ def _serve(conn: Any, layout: _Layout) -> None:
         with attached(layout.shm_name) as shm, ExitStack() as stack:
             views = _views(shm, layout)
             n_qis = len(layout.code_maps)
-            grouper = _partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
+            grouper = partition_grouper([views[f"qi{i}"] for i in range(n_qis)], layout.code_maps,
                                          {a: views[f"sens:{a}"] for a in layout.sensitive_sizes},
                                          layout.sensitive_sizes, views.get("subset"), layout.sparse,
                                          layout.saturation, layout.column_cache_mib)
@@ -309,7 +325,7 @@ class ParallelRowGrouper:
         def part(a: np.ndarray | None, p: int) -> np.ndarray | None:
             return None if a is None else a[bounds[p]:bounds[p + 1]]
 
-        self._local = _partition_grouper([c[: bounds[1]] for c in columns], grouper.code_maps,
+        self._local = partition_grouper([c[: bounds[1]] for c in columns], grouper.code_maps,
                                          {a: c[: bounds[1]] for a, c in grouper.sensitive_codes.items()},
                                          sizes, part(subset, 0), grouper.sparse, grouper.saturation, cache)
         self._blocks: list[SharedMemory] = []
@@ -415,12 +431,7 @@ class ParallelRowGrouper:
         radices = self.grouper.key_shape(levels)[0]
         parts = [merge_ranges(self._classes_of, counts, mine[0], radices)]
         parts += [self._receive(conn) for conn in self._conns]
-        # range r was merged by process r % workers, as its (r // workers)-th range
-        offsets = [np.concatenate([[0], np.cumsum(per_range)]) for per_range, _, _ in parts]
-        order = [(r % self.workers, r // self.workers) for r in range(n_ranges)]
-        codes = np.concatenate([parts[w][1][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
-        sizes = np.concatenate([parts[w][2][offsets[w][k]:offsets[w][k + 1]] for w, k in order])
-        return Classes(levels, codes, ClassStats(sizes, {}))
+        return join_ranges(levels, parts, n_ranges)
 
     def close(self) -> None:
         """Stop the workers and free the shared memory (idempotent)."""
@@ -442,6 +453,7 @@ class ParallelRowGrouper:
         self._conns, self._procs, self._blocks, self._shuffle_blocks = [], [], [], []
 
 
+@register_backend("processes")
 @contextmanager
 def parallel_rows(grouper: Grouper, workers: int) -> Iterator[ParallelRowGrouper | None]:
     """Row groupings of `grouper` in `workers` processes while the block runs (1: no processes).

@@ -1,7 +1,7 @@
 """deploy/: the image, compose file, systemd unit and .dockerignore agree with the CLI and each other.
 
-No container engine can run on the development machines (docs/deployment/containers.md), so these
-checks stand in for building the image: every command the files run parses with the real CLI
+These checks need no container engine (building and running the image is the container lane,
+tests/test_container_consortium.py): every command the files run parses with the real CLI
 and is the documented one, users and ports line up, keys stay out of the build context, and
 compose-init.sh's keys are readable by the container's uid and nobody else.
 """
@@ -243,3 +243,22 @@ def test_manual_commands_for_the_image_parse() -> None:
     assert len(commands) >= 4, "the deployment pages show too few fedanon party commands"
     for command in commands:
         _cli(shlex.split(command.strip()))
+
+
+def test_container_consortium_runs_each_service_as_compose_does() -> None:
+    """deploy/container-consortium.sh stands in for compose where no compose is installed: each
+    container must get compose.yaml's hardening, shared memory, user and container port, so the
+    container lane tests the deployment users get, not a laxer one."""
+    script = (DEPLOY / "container-consortium.sh").read_text()
+    run = script[script.index("podman run -d"):script.index("done", script.index("podman run -d"))]
+    words = shlex.split(run.replace("\\\n", " "), comments=False)
+    service = next(iter(_compose()["services"].values()))
+    assert "--read-only" in words and service["read_only"] is True
+    assert words[words.index("--tmpfs") + 1] == service["tmpfs"][0]
+    assert words[words.index("--shm-size") + 1] == service["shm_size"].removesuffix("b")
+    assert words[words.index("--cap-drop") + 1] == service["cap_drop"][0] == "ALL"
+    assert words[words.index("--security-opt") + 1] == service["security_opt"][0].split(":")[0]
+    assert "--user 10001:10001" in script and service["user"] == "${FEDANON_UID:-10001}:${FEDANON_GID:-10001}"
+    container_port = service["ports"][0].rsplit(":", 1)[1]
+    assert any(w.endswith(f":{container_port}") and w.startswith("127.0.0.1:") for w in words)
+    assert f'SERVICES=({" ".join(_compose()["services"])})' in script

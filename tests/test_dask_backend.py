@@ -156,24 +156,9 @@ def test_random_tables_same_optimum(inst, k, suppression, metric, cluster, every
             with pytest.raises(type(exc)):
                 search_and_apply(prep_two, prep_two.checker)
         return
-    got = _once_more_if_cancelled(lambda: _search_on_dask(table, hier, config, cluster))
+    with backend_for("dask", prep_two.grouper, WORKERS, client=cluster[1]):
+        got = search_and_apply(prep_two, prep_two.checker)
     _same_result(got, want)
-
-
-def _search_on_dask(table, hier, config, cluster):
-    prepared = prepare(table, hier, config)
-    with backend_for("dask", prepared.grouper, WORKERS, client=cluster[1]):
-        return search_and_apply(prepared, prepared.checker)
-
-
-def _once_more_if_cancelled(run):
-    """A loaded 2-core machine occasionally has the scheduler cancel a partition ("lost
-    dependencies") between hypothesis examples; that is an infrastructure fault, not a different
-    optimum, so the search is repeated once on fresh partitions. A mismatch still fails."""
-    try:
-        return run()
-    except distributed.client.FutureCancelledError:
-        return run()
 
 
 def _cli_base() -> list[str]:

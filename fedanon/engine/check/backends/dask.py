@@ -204,7 +204,9 @@ class DaskRowGrouper:
             rows = PartitionRows([grouper.qi_column(i)[lo:hi] for i in range(grouper.n_qis)],
                                  {a: c[lo:hi] for a, c in grouper.sensitive_codes.items()},
                                  None if grouper.subset is None else grouper.subset[lo:hi])
-            [sent] = client.scatter([rows], workers=[address], direct=True)
+            # hash=False: a key of its own, so an equal partition of another run (same content, same
+            # hash) cannot be released under this one by that run's clean-up ("lost dependencies")
+            [sent] = client.scatter([rows], workers=[address], direct=True, hash=False)
             parts.append(client.submit(build_partition, sent, setup, workers=[address], allow_other_workers=False,
                                        pure=False, key=f"fedanon-partition-{token}-{p}"))
             del sent

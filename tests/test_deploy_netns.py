@@ -176,8 +176,9 @@ def _compose_services() -> dict[str, dict]:
 def test_compose_configs_run_as_documented_with_service_names(tmp_path: Path) -> None:
     """compose-init.sh's files, one namespace per compose service, peers dialled by service name.
 
-    No container engine runs here (docs/deployment/containers.md), so the namespaces stand in for the containers:
-    each daemon listens on 0.0.0.0:50051 in its own network stack and resolves the other
+    The same files run in podman containers in the opt-in container lane
+    (tests/test_container_consortium.py); here network namespaces stand in for the containers, so the
+    fast check needs no image build: each daemon listens on 0.0.0.0:50051 in its own network stack and resolves the other
     services by name, as on a compose network; the coordinator dials each service's container
     port where docker would publish the host port.
     """

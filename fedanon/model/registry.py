@@ -14,14 +14,13 @@ registry sits below the models (they import it to register), so it must not impo
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar
 
 from fedanon.errors import InputError
+from fedanon.kit.discovery import import_submodules
 
 if TYPE_CHECKING:  # only for annotations: the config imports this module
     from fedanon.model.config import AnonymizationConfig
@@ -142,7 +141,6 @@ class PrivacyModel:
 
 
 _REGISTRY: dict[str, type[PrivacyModel]] = {}
-_DISCOVERED = False
 M = TypeVar("M", bound=type[PrivacyModel])
 
 
@@ -157,12 +155,7 @@ def register(cls: M) -> M:
 
 def model_types() -> dict[str, type[PrivacyModel]]:
     """Every registered model by key, in a stable order (the order their modules sort in)."""
-    global _DISCOVERED
-    if not _DISCOVERED:
-        package = importlib.import_module(PRIVACY_PACKAGE)
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            importlib.import_module(f"{PRIVACY_PACKAGE}.{info.name}")
-        _DISCOVERED = True
+    import_submodules(PRIVACY_PACKAGE)
     return dict(_REGISTRY)
 
 

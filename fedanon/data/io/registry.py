@@ -10,12 +10,11 @@ registry, the reader modules are found by scanning this package on first use.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from fedanon.errors import InputError
+from fedanon.kit.discovery import import_submodules
 
 if TYPE_CHECKING:
     from fedanon.data.io.columnar import ColumnarTable
@@ -26,7 +25,6 @@ DEFAULT_FORMAT = "csv"
 Reader = Callable[..., "ColumnarTable"]
 _READERS: dict[str, Reader] = {}
 _SUFFIXES: dict[str, str] = {}
-_DISCOVERED = False
 F = TypeVar("F", bound=Reader)
 
 
@@ -41,13 +39,7 @@ def register_reader(name: str, suffixes: tuple[str, ...]) -> Callable[[F], F]:
 
 
 def _discover() -> None:
-    global _DISCOVERED
-    if not _DISCOVERED:
-        package = importlib.import_module(IO_PACKAGE)
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if info.name != "registry":
-                importlib.import_module(f"{IO_PACKAGE}.{info.name}")
-        _DISCOVERED = True
+    import_submodules(IO_PACKAGE, frozenset({"registry"}))
 
 
 def formats() -> tuple[str, ...]:

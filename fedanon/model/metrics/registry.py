@@ -8,11 +8,10 @@ here. As for privacy models, the registry finds the metric modules by scanning i
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import TYPE_CHECKING, TypeVar
 
 from fedanon.errors import InputError
+from fedanon.kit.discovery import import_submodules
 
 if TYPE_CHECKING:
     from fedanon.model.metrics.base import Metric, MetricContext
@@ -24,7 +23,6 @@ _LISTING_ORDER = ("height", "precision", "precision-star", "loss", "aecs", "disc
                   "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic")
 
 _REGISTRY: dict[str, "type[Metric]"] = {}
-_DISCOVERED = False
 T = TypeVar("T")
 
 
@@ -38,13 +36,7 @@ def register_metric(cls: T) -> T:
 
 
 def metric_types() -> "dict[str, type[Metric]]":
-    global _DISCOVERED
-    if not _DISCOVERED:
-        package = importlib.import_module(METRICS_PACKAGE)
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if info.name not in _NOT_METRIC_MODULES:
-                importlib.import_module(f"{METRICS_PACKAGE}.{info.name}")
-        _DISCOVERED = True
+    import_submodules(METRICS_PACKAGE, frozenset(_NOT_METRIC_MODULES))
     ordered = [n for n in _LISTING_ORDER if n in _REGISTRY] + sorted(set(_REGISTRY) - set(_LISTING_ORDER))
     return {n: _REGISTRY[n] for n in ordered}
 

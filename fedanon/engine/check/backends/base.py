@@ -14,12 +14,11 @@ imported only when that backend is asked for.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any, Callable, ContextManager, TypeVar
 
 from fedanon.engine.check.grouping import Grouper, RowPartitions
 from fedanon.errors import InputError
+from fedanon.kit.discovery import import_submodules
 
 BACKENDS_PACKAGE = "fedanon.engine.check.backends"
 DEFAULT_BACKEND = "processes"
@@ -27,7 +26,6 @@ DEFAULT_BACKEND = "processes"
 #: (grouper, workers, **options) -> context manager yielding the attached partitions or None
 Attach = Callable[..., ContextManager["RowPartitions | None"]]
 _BACKENDS: dict[str, Attach] = {}
-_DISCOVERED = False
 F = TypeVar("F", bound=Attach)
 
 
@@ -40,13 +38,7 @@ def register_backend(name: str) -> Callable[[F], F]:
 
 
 def _discover() -> None:
-    global _DISCOVERED
-    if not _DISCOVERED:
-        package = importlib.import_module(BACKENDS_PACKAGE)
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if info.name != "base":
-                importlib.import_module(f"{BACKENDS_PACKAGE}.{info.name}")
-        _DISCOVERED = True
+    import_submodules(BACKENDS_PACKAGE, frozenset({"base"}))
 
 
 def backends() -> tuple[str, ...]:

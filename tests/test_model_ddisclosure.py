@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_strategies import hierarchies
+from model_cases import QI_FLAGS, released, simulate_b_equals_anonymize
 from fedanon.cli import main
 from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
@@ -31,7 +31,6 @@ from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
 
 from datasets import EXAMPLE_DIR as EXAMPLE
-QI_FLAGS = [f"--qi={c}={EXAMPLE / f'example_hierarchy_{c}.csv'}" for c in ("age", "sex", "zipcode")]
 
 
 def _judge(delta: float, totals: list[int], classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
@@ -126,9 +125,6 @@ def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
                              reported_suppressed_rows=result.suppressed_rows, reported_classes=result.classes) == []
 
 
-def _released(path: Path) -> list[str]:
-    return sorted(path.read_text(encoding="utf-8").splitlines()[1:])
-
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path, capsys):
     flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
@@ -145,16 +141,16 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path, capsys):
         "suppression = 0.5", "delta_disclosure = 1.0", "[qi]",
         *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
     assert main(["anonymize", "--config", str(run), "-q"]) == 0
-    assert _released(flags_out) == _released(toml_out)
+    assert released(flags_out) == released(toml_out)
 
     pd = pytest.importorskip("pandas")
     frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
-    released, _report = __import__("fedanon").anonymize_frame(
+    frame_out, _report = __import__("fedanon").anonymize_frame(
         frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
         sensitive="diagnosis", delta_disclosure="1.0", suppression=0.5)
     assert _report.transformation == report["transformation"]
     assert int(_report.suppressed.sum()) == report["suppressed_rows_in_output"]
-    assert len(released) == 8
+    assert len(frame_out) == 8
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
@@ -166,9 +162,5 @@ def test_bad_value_is_one_line_exit_2(capsys):
 
 @pytest.mark.slow
 def test_simulate_protocol_b_equals_central(tmp_path):
-    model = [*QI_FLAGS, "--sensitive", "diagnosis", "--delta-disclosure", "1.0", "--suppression", "0.5"]
-    sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
-    assert main(["simulate", "--protocol", "B", "--split", "horizontal", "--parties", "2",
-                 str(EXAMPLE / "example.csv"), *model, "--output", str(sim_out), "-q"]) == 0
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *model, "--output", str(ref_out), "--verify", "-q"]) == 0
-    assert _released(sim_out) == _released(ref_out)
+    simulate_b_equals_anonymize(tmp_path, ["--sensitive", "diagnosis", "--delta-disclosure", "1.0",
+                                           "--suppression", "0.5"])

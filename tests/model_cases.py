@@ -9,6 +9,7 @@ A model's test file draws its parameters; the tables, hierarchies and assertions
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+import fedanon
 from engine_strategies import hierarchies
 from fedanon.cli import main
 from fedanon.data.table import EncodedTable
@@ -107,3 +109,34 @@ def simulate_b_equals_anonymize(tmp_path: Path, model_flags: list[str]) -> None:
     assert released(sim_out) == released(ref_out)
 
 
+
+
+def flag_toml_and_frame_agree(tmp_path: Path, flags: list[str], toml_lines: list[str], frame_kwargs: dict,
+                              models: list[dict]) -> dict:
+    """The same model given as flags, as a run file and to `anonymize_frame` gives the same release.
+
+    The flag run is verified (`--verify` re-reads the written file with the model's own check) and
+    its report must name exactly `models`; the TOML run must write the same rows, and the frame
+    the same transformation and suppression. Returns the flag run's report for further checks.
+    """
+    flags_out, toml_out, report_path = tmp_path / "flags.csv", tmp_path / "toml.csv", tmp_path / "r.json"
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *flags, "-o", str(flags_out),
+                 "--report", str(report_path), "--verify", "-q"]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["config"]["models"] == models
+    assert report["verified"] is True and report["violations"] == []
+    run = tmp_path / "run.toml"
+    run.write_text("\n".join([
+        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', *toml_lines, "[qi]",
+        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
+    assert main(["anonymize", "--config", str(run), "-q"]) == 0
+    assert released(flags_out) == released(toml_out)
+
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
+    out, frame_report = fedanon.anonymize_frame(
+        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")}, **frame_kwargs)
+    assert frame_report.transformation == report["transformation"]
+    assert int(frame_report.suppressed.sum()) == report["suppressed_rows_in_output"]
+    assert len(out) == 8
+    return report

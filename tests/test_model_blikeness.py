@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
@@ -22,8 +21,8 @@ from fedanon.model.privacy.blikeness import BetaLikeness
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
-    simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
+    instances, simulate_b_equals_anonymize
 
 
 def _criterion(beta: float, variant: str, totals: list[int]):
@@ -134,30 +133,11 @@ def test_engine_equals_the_independent_reference(data):
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
-    flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
-    model = ["--sensitive", "diagnosis", "--beta-likeness", "1.0:enhanced", "--suppression", "0.5"]
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *model, "-o", str(flags_out),
-                 "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["config"]["models"] == [{"model": "beta_likeness", "beta": 1.0, "variant": "enhanced",
-                                           "attribute": "diagnosis"}]
-    assert report["verified"] is True and report["violations"] == []
-    run = tmp_path / "run.toml"
-    run.write_text("\n".join([
-        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', 'sensitive = "diagnosis"',
-        "suppression = 0.5", "[beta_likeness]", "beta = 1.0", 'variant = "enhanced"', "[qi]",
-        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
-    assert main(["anonymize", "--config", str(run), "-q"]) == 0
-    assert released(flags_out) == released(toml_out)
-
-    pd = pytest.importorskip("pandas")
-    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
-    out, frame_report = fedanon.anonymize_frame(
-        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
-        sensitive="diagnosis", beta_likeness="1.0:enhanced", suppression=0.5)
-    assert frame_report.transformation == report["transformation"]
-    assert int(frame_report.suppressed.sum()) == report["suppressed_rows_in_output"]
-    assert len(out) == 8
+    flag_toml_and_frame_agree(
+        tmp_path, ["--sensitive", "diagnosis", "--beta-likeness", "1.0:enhanced", "--suppression", "0.5"],
+        ['sensitive = "diagnosis"', "suppression = 0.5", "[beta_likeness]", "beta = 1.0", 'variant = "enhanced"'],
+        dict(sensitive="diagnosis", beta_likeness="1.0:enhanced", suppression=0.5),
+        [{"model": "beta_likeness", "beta": 1.0, "variant": "enhanced", "attribute": "diagnosis"}])
 
 
 def test_bad_value_is_one_line_exit_2(capsys):

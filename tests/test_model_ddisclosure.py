@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_strategies import hierarchies
-from model_cases import QI_FLAGS, released, simulate_b_equals_anonymize
+from model_cases import QI_FLAGS, flag_toml_and_frame_agree, simulate_b_equals_anonymize
 from fedanon.cli import main
 from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
@@ -126,31 +126,12 @@ def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
 
 
 
-def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path, capsys):
-    flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
-    model = ["--sensitive", "diagnosis", "--delta-disclosure", "1.0", "--suppression", "0.5"]
-    # --verify re-reads the written file with the independent verifier (the model's own check)
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *model, "-o", str(flags_out),
-                 "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["config"]["models"] == [{"model": "delta_disclosure", "delta": 1.0, "attribute": "diagnosis"}]
-    assert report["verified"] is True and report["violations"] == []
-    run = tmp_path / "run.toml"
-    run.write_text("\n".join([
-        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', 'sensitive = "diagnosis"',
-        "suppression = 0.5", "delta_disclosure = 1.0", "[qi]",
-        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
-    assert main(["anonymize", "--config", str(run), "-q"]) == 0
-    assert released(flags_out) == released(toml_out)
-
-    pd = pytest.importorskip("pandas")
-    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
-    frame_out, _report = __import__("fedanon").anonymize_frame(
-        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
-        sensitive="diagnosis", delta_disclosure="1.0", suppression=0.5)
-    assert _report.transformation == report["transformation"]
-    assert int(_report.suppressed.sum()) == report["suppressed_rows_in_output"]
-    assert len(frame_out) == 8
+def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
+    flag_toml_and_frame_agree(
+        tmp_path, ["--sensitive", "diagnosis", "--delta-disclosure", "1.0", "--suppression", "0.5"],
+        ['sensitive = "diagnosis"', "suppression = 0.5", "delta_disclosure = 1.0"],
+        dict(sensitive="diagnosis", delta_disclosure="1.0", suppression=0.5),
+        [{"model": "delta_disclosure", "delta": 1.0, "attribute": "diagnosis"}])
 
 
 def test_bad_value_is_one_line_exit_2(capsys):

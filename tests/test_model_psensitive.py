@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fedanon
 from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
@@ -22,8 +21,8 @@ from fedanon.model.privacy.psensitive import PSensitive
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
-    simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
+    instances, simulate_b_equals_anonymize
 
 
 def _judge(p: int, classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
@@ -99,28 +98,11 @@ def test_engine_equals_the_independent_reference(data):
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
-    flags_out, toml_out = tmp_path / "flags.csv", tmp_path / "toml.csv"
-    model = ["--sensitive", "diagnosis", "--k", "2", "--p-sensitive", "2", "--suppression", "0.25"]
-    assert main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *model, "-o", str(flags_out),
-                 "--report", str(tmp_path / "r.json"), "--verify", "-q"]) == 0
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["config"]["models"] == [{"model": "p_sensitive", "p": 2, "attribute": "diagnosis"}]
-    assert report["verified"] is True and report["violations"] == []
-    run = tmp_path / "run.toml"
-    run.write_text("\n".join([
-        f'input = "{EXAMPLE / "example.csv"}"', f'output = "{toml_out}"', 'sensitive = "diagnosis"',
-        "k = 2", "suppression = 0.25", "p_sensitive = 2", "[qi]",
-        *[f'{c} = "{EXAMPLE / f"example_hierarchy_{c}.csv"}"' for c in ("age", "sex", "zipcode")]]) + "\n")
-    assert main(["anonymize", "--config", str(run), "-q"]) == 0
-    assert released(flags_out) == released(toml_out)
-
-    pd = pytest.importorskip("pandas")
-    frame = pd.read_csv(EXAMPLE / "example.csv", sep=";", dtype=str)
-    out, frame_report = fedanon.anonymize_frame(
-        frame, {c: str(EXAMPLE / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")},
-        sensitive="diagnosis", k=2, p_sensitive=2, suppression=0.25)
-    assert frame_report.transformation == report["transformation"]
-    assert len(out) == 8
+    flag_toml_and_frame_agree(
+        tmp_path, ["--sensitive", "diagnosis", "--k", "2", "--p-sensitive", "2", "--suppression", "0.25"],
+        ['sensitive = "diagnosis"', "k = 2", "suppression = 0.25", "p_sensitive = 2"],
+        dict(sensitive="diagnosis", k=2, p_sensitive=2, suppression=0.25),
+        [{"model": "p_sensitive", "p": 2, "attribute": "diagnosis"}])
 
 
 def test_bad_value_is_one_line_exit_2(capsys):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -67,6 +67,19 @@ class Metric:
     # per-QI per-level table whose sum over QIs is the static bound; None = no bound
     def _bound_table(self) -> list[np.ndarray] | None:
         return None
+
+    def _per_level_table(self, cell: Callable[[int, int], float]) -> list[np.ndarray]:
+        """`cell(qi, level)` for every QI and level, computed once per run: a figure that depends on
+        a QI's level alone is the same at every node, so the search reads it from this table."""
+        if not hasattr(self, "_per_level_cache"):
+            self._per_level_cache = [np.array([cell(i, level) for level in range(h)], dtype=np.float64)
+                                     for i, h in enumerate(self.ctx.heights)]
+        return self._per_level_cache
+
+    @staticmethod
+    def _sum_at(table: list[np.ndarray], levels: tuple[int, ...]) -> float:
+        """The table's entries at one node, summed exactly (the same float at every call)."""
+        return math.fsum(float(table[i][level]) for i, level in enumerate(levels))
 
     def static_bound(self, levels: np.ndarray) -> np.ndarray | None:
         """Lower bound for each node row of `levels` (n_nodes x q) without grouping."""

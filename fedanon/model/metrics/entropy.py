@@ -22,22 +22,17 @@ class _EntropyBase(Metric):
         raise NotImplementedError
 
     def _table(self) -> list[np.ndarray]:
-        if not hasattr(self, "_cached"):
-            ctx = self.ctx
-            tables = []
-            for i, h in enumerate(ctx.heights):
-                card0 = ctx.cardinalities[i][0].astype(np.float64)
-                t = np.zeros(h)
-                for l in range(h):
-                    gen = ctx.cardinalities[i][l][ctx.level0_to_level[i][l]].astype(np.float64)
-                    t[l] = fsum(self._term(card0, gen))
-                tables.append(t)
-            self._cached = tables
-        return self._cached
+        ctx = self.ctx
+
+        def cell(i: int, level: int) -> float:
+            card0 = ctx.cardinalities[i][0].astype(np.float64)
+            gen = ctx.cardinalities[i][level][ctx.level0_to_level[i][level]].astype(np.float64)
+            return fsum(self._term(card0, gen))
+
+        return self._per_level_table(cell)
 
     def static_loss(self, levels):
-        tbl = self._table()
-        return math.fsum(float(tbl[i][l]) for i, l in enumerate(levels))
+        return self._sum_at(self._table(), levels)
 
     def loss(self, levels, classes, failing):
         base = self.static_loss(levels)

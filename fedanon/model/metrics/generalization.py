@@ -71,22 +71,17 @@ class Loss(Metric):
 
     def _bound_table(self):
         """Per QI and level: the LM share of all rows, from static cardinalities."""
-        if not hasattr(self, "_cached"):
-            ctx = self.ctx
-            tables = []
-            for i, h in enumerate(ctx.heights):
-                card0 = ctx.cardinalities[i][0].astype(np.float64)
-                t = np.zeros(h)
-                for l in range(h):
-                    frac = ctx.leaf_fraction[i][l][ctx.level0_to_level[i][l]]
-                    t[l] = fsum(card0 * frac) / (ctx.n_rows * self.q)
-                tables.append(t)
-            self._cached = tables
-        return self._cached
+        ctx = self.ctx
+
+        def cell(i: int, level: int) -> float:
+            card0 = ctx.cardinalities[i][0].astype(np.float64)
+            frac = ctx.leaf_fraction[i][level][ctx.level0_to_level[i][level]]
+            return fsum(card0 * frac) / (ctx.n_rows * self.q)
+
+        return self._per_level_table(cell)
 
     def static_loss(self, levels):
-        tbl = self._bound_table()
-        return math.fsum(float(tbl[i][l]) for i, l in enumerate(levels))
+        return self._sum_at(self._bound_table(), levels)
 
     def loss(self, levels, classes, failing):
         base = self.static_loss(levels)

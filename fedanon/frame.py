@@ -165,13 +165,12 @@ def _typed(pd: Any, original: "pd.Series", out_values: list[bytes], level: int, 
                 series = series.astype(object)
             series[suppressed] = None
         return series
-    labels = [v.decode("utf-8", "backslashreplace") for v in out_values]
+    # a suppressed row is missing, not a category: its output cell ("*") is left out before the
+    # categorical is built, since pandas refuses values outside the declared categories
+    labels = [None if gone else v.decode("utf-8", "backslashreplace") for v, gone in zip(out_values, suppressed)]
     categories = [v.decode("utf-8", "backslashreplace") for v in order]
     cat = pd.Categorical(labels, categories=categories)
-    series = pd.Series(cat, index=original.index, name=original.name)
-    if suppressed.any():
-        series[suppressed] = None
-    return series
+    return pd.Series(cat, index=original.index, name=original.name)
 
 
 def anonymize_frame(

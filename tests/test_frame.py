@@ -95,3 +95,15 @@ def test_errors_name_the_problem():
         fedanon.anonymize_frame(df, {"a": "auto"}, insensitive=["a"])
     with pytest.raises(InputError, match="anonymize_frame"):
         anonymize(df, {}, AnonymizationConfig(["a"]))  # the engine names the DataFrame API
+
+
+@pytest.mark.filterwarnings("error::DeprecationWarning")  # pandas deprecates values outside a categorical's categories
+def test_suppressed_cells_of_generalized_columns_are_missing_not_stars():
+    # age and zipcode do not top out in "*" in the example, so there the suppressed cell is no category
+    frame = pd.read_csv(EX_DIR / "example.csv", sep=";", dtype=str)
+    hier = {c: str(EX_DIR / f"example_hierarchy_{c}.csv") for c in ("age", "sex", "zipcode")}
+    out, report = fedanon.anonymize_frame(frame, hier, k=3, suppression=0.5, insensitive=["diagnosis"])
+    assert report.suppressed.any() and all(level > 0 for level in report.transformation.values())
+    for column in report.transformation:
+        assert isinstance(out[column].dtype, pd.CategoricalDtype)
+        assert out[column][report.suppressed].isna().all() and out[column][~report.suppressed].notna().all()

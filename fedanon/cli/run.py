@@ -49,19 +49,19 @@ def _run(args: argparse.Namespace) -> int:
     check_tls_files(cfg.tls, cfg.coordinator, "coordinator")
     show = not args.no_progress
     with PhaseProgress([(p.name, p.role) for p in cfg.parties], enabled=show) as progress:
-        outcome = Coordinator(cfg, on_event=progress.update).run()
+        coordinator = Coordinator(cfg, on_event=progress.update)
+        outcome = coordinator.run()
     summary = result_summary(outcome.report.get("party_reports", {}))
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
     analysis = None
-    if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
-        from fedanon.model.config import AnonymizationConfig
+    if outcome.output_rows is not None and outcome.report.get("transformation") and coordinator.config is not None:
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
         try:
-            analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+            analysis = analyze_protocol_output(coordinator.config, outcome.report,
                                                outcome.output_columns or [], outcome.output_rows)
         except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"

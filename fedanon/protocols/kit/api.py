@@ -56,6 +56,13 @@ class RunSettings:
     # How long one `receive` may wait (the run's limits: a Pohlig-Hellman pass can take minutes).
     receive_timeout_s: float = DEFAULT_TIMEOUT_S
 
+    def __post_init__(self) -> None:
+        # Run settings only ever hold a validated config, so no role checks it again: the daemon
+        # validated the one it received off the wire (a no-op here), an in-process run whose
+        # caller built the config in Python has it validated now, once for all its parties.
+        if self.config is not None:
+            self.config.ensure_valid()
+
     @property
     def primaries(self) -> list[str]:
         return [name for name, role in self.parties.items() if role == "primary"]

@@ -31,12 +31,14 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.parties.coordinator import Coordinator, write_outputs
     from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
+    from fedanon.protocols.registry import known_protocol
 
     cfg = load_run_config(args.config)
     if args.protocol:
-        if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":
-            # a connectivity check of the real run's config must not replace that run's
-            # result.csv / report.json: it writes only where --output / --report say
+        override = known_protocol(args.protocol)
+        if override is not None and not override.anonymizes and cfg.protocol.upper() != override.name:
+            # a diagnostic run (the connectivity check) of the real run's config must not replace
+            # that run's result.csv / report.json: it writes only where --output / --report say
             cfg.output = cfg.report = None
         cfg.protocol = args.protocol
     if args.output:

@@ -99,7 +99,7 @@ class AnonymizationConfig:
             return False
         try:
             return bool(accepted == self.to_dict())
-        except (TypeError, AttributeError):  # a setting replaced by something to_dict cannot read
+        except (TypeError, AttributeError, ValueError):  # a setting to_dict cannot read or compare
             return False
 
     def ensure_valid(self) -> "AnonymizationConfig":

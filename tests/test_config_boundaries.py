@@ -128,3 +128,11 @@ def test_a_party_refuses_a_bad_config_from_the_wire_with_a_clear_message(tmp_pat
     details = err.value.details()
     assert "invalid privacy config" in details and message in details, details
     assert "Traceback" not in details and "internal error" not in details
+
+
+def test_run_settings_hold_only_a_valid_config():
+    """An in-process run's entry point: a config built in Python that is not valid never reaches a role."""
+    from protocol_cases import settings_for
+
+    with pytest.raises(InputError, match="quasi-identifiers listed twice"):
+        settings_for("B", "horizontal", 2, AnonymizationConfig(["age", "age"], k=2))

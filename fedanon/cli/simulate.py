@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from fedanon.cli.kit.protocolflags import add_protocol_flags, protocol_flag_options
 from fedanon.kit.atomicfile import write_text_atomic

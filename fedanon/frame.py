@@ -127,7 +127,7 @@ FrameReport = Report  # deprecated name (before 0.1.0 the report was called Fram
 
 
 def _config(qis: list[str], k: int, sensitive: str | None, settings: Mapping[str, Any],
-            suppression: float, metric: str, has_sensitive_hierarchy: bool) -> AnonymizationConfig:
+            suppression: float, metric: str, sensitive_hierarchy: Hierarchy | None) -> AnonymizationConfig:
     """The config from keyword settings: each registered model by its key, given as its CLI
     spelling ('recursive:3,2'), a TOML-style table ({'variant': 'distinct', 'l': 2}) or a model."""
     types = model_types()
@@ -144,8 +144,7 @@ def _config(qis: list[str], k: int, sensitive: str | None, settings: Mapping[str
             continue
         if types[key].uses_sensitive and sensitive is None:
             raise InputError(f"{key} needs sensitive='COLUMN'")
-        ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=Path("<given>") if has_sensitive_hierarchy else None,
-                           source="anonymize_frame")
+        ctx = ParseContext(sensitive=sensitive, sensitive_hierarchy=sensitive_hierarchy, source="anonymize_frame")
         models.append(types[key].parse(value, ctx))
         if ctx.files:
             raise InputError(f"anonymize_frame: {key} needs input files; use `fedanon anonymize` for it")
@@ -221,7 +220,7 @@ def anonymize_frame(
     if sensitive is not None and sensitive_hierarchy is not None:
         hierarchies[sensitive] = _hierarchy(sensitive, sensitive_hierarchy, list(dict.fromkeys(text[sensitive])))
     config = _config(qis, k, sensitive, {"l_diversity": l_diversity, "t_closeness": t_closeness, **models},
-                     suppression, metric, sensitive_hierarchy is not None)
+                     suppression, metric, hierarchies.get(sensitive) if sensitive is not None else None)
     table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
         EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
     sampled = config.model("dp") is not None

@@ -107,3 +107,27 @@ def test_suppressed_cells_of_generalized_columns_are_missing_not_stars():
     for column in report.transformation:
         assert isinstance(out[column].dtype, pd.CategoricalDtype)
         assert out[column][report.suppressed].isna().all() and out[column][~report.suppressed].notna().all()
+
+
+def test_an_in_memory_sensitive_hierarchy_reaches_the_model_as_the_hierarchy(monkeypatch):
+    """Hierarchical t-closeness from a hierarchy given as rows: the model's parser sees that very
+    hierarchy, never a stand-in path that could surface in a message or a report."""
+    from fedanon.model.privacy.tcloseness import TCloseness
+
+    seen = []
+    parse = TCloseness.parse.__func__
+
+    def spy(cls, value, ctx):
+        seen.append(ctx.sensitive_hierarchy)
+        return parse(cls, value, ctx)
+
+    monkeypatch.setattr(TCloseness, "parse", classmethod(spy))
+    ex = pd.read_csv(EX_DIR / "example.csv", sep=";", dtype=str)
+    diagnosis = [line.split(";") for line in (EX_DIR / "example_hierarchy_diagnosis.csv").read_text().splitlines()]
+    qi = {q: EX_DIR / f"example_hierarchy_{q}.csv" for q in ("age", "sex", "zipcode")}
+    out, report = fedanon.anonymize_frame(ex, qi, sensitive="diagnosis", sensitive_hierarchy=diagnosis,
+                                          t_closeness="0.2:hierarchical")
+    assert len(seen) == 1 and isinstance(seen[0], Hierarchy) and seen[0].rows[0][0] == diagnosis[0][0].encode()
+    assert "<given>" not in str(report.to_dict())
+    with pytest.raises(InputError, match="hierarchical t-closeness needs the hierarchy of 'diagnosis'"):
+        fedanon.anonymize_frame(ex, qi, sensitive="diagnosis", t_closeness="0.2:hierarchical")

@@ -212,7 +212,7 @@ def test_local_data_keeps_only_named_columns_and_subset(tmp_path: Path) -> None:
     pytest.importorskip("fedanon.data.io.delimited")
     pytest.importorskip("fedanon.data.hierarchy")
     from fedanon.parties.config import DataConfig
-    from fedanon.parties.localdata import load_local_data
+    from fedanon.parties.localdata import load_local_data, load_party_data
 
     csv = _write(tmp_path / "d.csv", "name;age;sex;diag;sub\nAnn;34;f;flu;1\nBob;51;m;cold;0\n")
     hier = _write(tmp_path / "sex.csv", "f;*\nm;*\n")
@@ -225,8 +225,13 @@ def test_local_data_keeps_only_named_columns_and_subset(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="subset column 'sub' must be 0 or 1, got 'maybe'"):
         load_local_data(DataConfig(csv=_write(tmp_path / "e.csv", "sex;sub\nf;maybe\n"),
                                    quasi_identifiers={"sex": hier}, subset_column="sub"))
-    with pytest.raises(InputError, match="quasi-identifier column 'zip' is not in the header"):
+    # the same message as `fedanon anonymize` gives (fedanon.data.prepare): file, line, column, role
+    with pytest.raises(InputError, match=r"d\.csv, line 1: unknown column 'zip' \(quasi-identifier\)"):
         load_local_data(DataConfig(csv=csv, quasi_identifiers={"zip": hier}))
+    with pytest.raises(InputError, match=r"unknown column 'tid' \(TID\)"):
+        load_local_data(DataConfig(csv=csv, quasi_identifiers={"sex": hier}, tid_column="tid"))
+    local, removed = load_party_data(DataConfig(csv=csv, quasi_identifiers={"sex": hier}, subset_column="sub"))
+    assert removed == ["name", "age", "diag"]  # the subset flags are read, not reported as dropped
 
 
 def test_party_check_config_cli(tmp_path: Path, capsys) -> None:

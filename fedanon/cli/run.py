@@ -31,12 +31,14 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.parties.coordinator import Coordinator, write_outputs
     from fedanon.parties.daemon import check_tls_files
     from fedanon.parties.progress import PhaseProgress
+    from fedanon.protocols.registry import known_protocol
 
     cfg = load_run_config(args.config)
     if args.protocol:
-        if args.protocol.upper() == "CHECK" and cfg.protocol.upper() != "CHECK":
-            # a connectivity check of the real run's config must not replace that run's
-            # result.csv / report.json: it writes only where --output / --report say
+        override = known_protocol(args.protocol)
+        if override is not None and not override.anonymizes and cfg.protocol.upper() != override.name:
+            # a diagnostic run (the connectivity check) of the real run's config must not replace
+            # that run's result.csv / report.json: it writes only where --output / --report say
             cfg.output = cfg.report = None
         cfg.protocol = args.protocol
     if args.output:
@@ -49,19 +51,19 @@ def _run(args: argparse.Namespace) -> int:
     check_tls_files(cfg.tls, cfg.coordinator, "coordinator")
     show = not args.no_progress
     with PhaseProgress([(p.name, p.role) for p in cfg.parties], enabled=show) as progress:
-        outcome = Coordinator(cfg, on_event=progress.update).run()
+        coordinator = Coordinator(cfg, on_event=progress.update)
+        outcome = coordinator.run()
     summary = result_summary(outcome.report.get("party_reports", {}))
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
     analysis = None
-    if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
-        from fedanon.model.config import AnonymizationConfig
+    if outcome.output_rows is not None and outcome.report.get("transformation") and coordinator.config is not None:
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
         try:
-            analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+            analysis = analyze_protocol_output(coordinator.config, outcome.report,
                                                outcome.output_columns or [], outcome.output_rows)
         except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"

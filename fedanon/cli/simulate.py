@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
+from fedanon.cli.kit.protocolflags import add_protocol_flags, protocol_flag_options
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 from fedanon.parties.reaper import guarded_temp_dir, sigterm_safe
@@ -39,10 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("input", nargs="?", default=None, metavar="INPUT.csv",
                    help="the pooled table to split (first line = header; or input = \"...\" in --config)")
     sim = p.add_argument_group("simulation")
-    from fedanon.protocols.registry import available_protocols
+    from fedanon.protocols.registry import DEFAULT_PROTOCOL, available_protocols, protocol_spec
 
-    sim.add_argument("--protocol", default="B", type=str.upper, choices=available_protocols(anonymizing=True),
-                     help="secure protocol to run (default B: shared AES keys + helper)")
+    sim.add_argument("--protocol", default=DEFAULT_PROTOCOL, type=str.upper,
+                     choices=available_protocols(anonymizing=True),
+                     help=f"secure protocol to run (default {DEFAULT_PROTOCOL}: {protocol_spec(DEFAULT_PROTOCOL).summary})")
     sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
                      help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")
     sim.add_argument("--parties", type=int, default=3, metavar="N", help="number of primary parties (default 3)")
@@ -50,27 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="horizontal only: deal rows round-robin (default) or in contiguous blocks")
     sim.add_argument("--per-party-keys", action="store_true",
                      help="vertical only: every party keeps its own column keys and decrypts its own columns")
-    from fedanon.crypto.commutative import CIPHER_HELP, cipher_names
-
-    proto_a = p.add_argument_group("Protocol A (ring of the data holders, no helper)")
-    proto_a.add_argument("--cipher", choices=cipher_names(), default=None, help=CIPHER_HELP)
-    proto_a.add_argument("--min-level", action="append", default=[], metavar="NAME=L",
-                         help="pre-generalize quasi-identifier NAME to hierarchy level L before encryption "
-                              "(against frequency analysis by the master; the optimum is then over the "
-                              "restricted lattice); repeatable")
-    proto_a.add_argument("--verified", action="store_true",
-                         help="every party re-anonymizes the encrypted integrated table and all compare result "
-                              "digests before anything is decrypted (detects a cheating master; costs one "
-                              "anonymization per party)")
     sim.add_argument("--recipient", default=None, metavar="NAME",
                      help="primary that receives the decrypted result (default p1)")
-    sim.add_argument("--counters", default=None, choices=["paillier", "elgamal"],
-                     help="Protocol C: counter cipher, 'paillier' (default; 3072-bit, the dissertation's scheme) "
-                          "or 'elgamal' (exponential ElGamal on secp256k1, same security, much faster)")
-    sim.add_argument("--pseudotuples", type=float, default=None, metavar="SHARE",
-                     help="Protocol C: pseudotuples per primary as a share of its real rows (default 0.25)")
     sim.add_argument("--in-memory", action="store_true",
                      help="run all parties as threads in this process (no daemons, no TLS): quick checks only")
+    add_protocol_flags(p)  # each protocol's own flags, from its registry spec
     add_privacy_arguments(p)
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv",
@@ -84,33 +69,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="also compute the anonymize-then-integrate baseline (dissertation §4.3) on the same "
                           "shares and report the secure result's loss as a percentage of the baseline's")
     p.set_defaults(handler=sigterm_safe(run))  # SIGTERM cleans up daemons and temp files too
-
-
-def protocol_a_options(args: argparse.Namespace, qis: list[str], hierarchies: dict[str, Any]) -> dict[str, Any]:
-    """The run options of --cipher/--min-level/--verified (Protocol A only; one-line errors otherwise)."""
-    used = [flag for flag, on in (("--cipher", args.cipher), ("--min-level", args.min_level),
-                                  ("--verified", args.verified)) if on]
-    if args.protocol != "A":
-        if used:
-            raise InputError(f"{', '.join(used)} applies only to --protocol A")
-        return {}
-    options: dict[str, Any] = {"cipher": args.cipher or "ec", "verified": bool(args.verified)}
-    if args.cipher == "ph":
-        options["receive_timeout_s"] = 6 * 3600.0  # a Pohlig-Hellman pass over a large table takes long
-    levels: dict[str, int] = {}
-    for item in args.min_level:
-        name, _, level = item.partition("=")
-        if not name or not level.strip().isdigit():
-            raise InputError(f"--min-level {item[:200]!r}: expected NAME=LEVEL with a whole number, e.g. age=1")
-        if name not in qis:
-            raise InputError(f"--min-level {item[:200]!r}: {name!r} is not a quasi-identifier ({', '.join(qis)})")
-        height = hierarchies[name].height
-        if int(level) >= height:
-            raise InputError(f"--min-level {item[:200]!r}: the hierarchy of {name!r} has levels 0..{height - 1}")
-        levels[name] = int(level)
-    if levels:
-        options["min_levels"] = levels
-    return options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,9 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
-    options.update(protocol_a_options(args, config.quasi_identifiers, hierarchies))
-    options.update(protocol_options(args.protocol, config.metric, counters=args.counters,
-                                    pseudotuples=args.pseudotuples))
+    options.update(protocol_flag_options(args, args.protocol, config.quasi_identifiers, hierarchies))
+    options.update(protocol_options(args.protocol, config.metric))  # refuses a metric it cannot optimize
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
     # the reaper removes the folder should this process be killed (SIGKILL skips the `with`)

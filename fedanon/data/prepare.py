@@ -20,23 +20,53 @@ MAX_LISTED = 20  # missing hierarchy values named one by one; the rest are count
 
 
 def column_roles(table: ColumnarTable, quasi_identifiers: Sequence[str], sensitive: Sequence[str] = (),
-                 insensitive: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                 insensitive: Sequence[str] = (), *, tid_column: str | None = None,
+                 subset_column: str | None = None) -> tuple[list[str], list[str]]:
     """(kept columns in input order, removed identifying columns).
 
     As in ARX, every column has a role; a column given none (not a QI, the
     sensitive attribute or declared insensitive) is identifying and never reaches
-    an output. Declared columns must exist.
+    an output. Declared columns must exist. A party's table may also hold the shared
+    tuple identifier of a vertical split (`tid_column`, kept: the parties join on it) and
+    a research-subset flag column (`subset_column`, read by `subset_from_column`; neither
+    kept nor reported as removed).
     """
+    if subset_column:
+        _check_columns(table, subset_column, "subset")
+    if tid_column:
+        _check_columns(table, tid_column, "TID")
     for name in quasi_identifiers:
         _check_columns(table, name, "quasi-identifier")
     for name in sensitive:
         _check_columns(table, name, "sensitive attribute")
     for name in insensitive:
         _check_columns(table, name, "insensitive")
-    declared = {*quasi_identifiers, *sensitive, *insensitive}
+    declared = {*quasi_identifiers, *sensitive, *insensitive, *([tid_column] if tid_column else [])}
     kept = [c for c in table.columns if c in declared]
-    removed = [c for c in table.columns if c not in declared]
+    removed = [c for c in table.columns if c not in declared and c != subset_column]
     return kept, removed
+
+
+_TRUE = {"1", "true", "yes"}
+_FALSE = {"0", "false", "no"}
+
+
+def subset_from_column(table: ColumnarTable, column: str) -> np.ndarray:
+    """The research-subset mask from a flag column (1/0, true/false, yes/no in any case).
+
+    Why a column rather than a subset file here: a party daemon cannot match a subset file
+    against rows that other parties hold, so each party marks its own rows. The first value
+    that is not a flag is named with its row.
+    """
+    _check_columns(table, column, "subset")
+    c = table.index(column)
+    dictionary = [v.strip().lower() for v in table.dictionaries[c]]
+    for code, value in enumerate(dictionary):
+        if value not in _TRUE and value not in _FALSE:
+            row = int(np.flatnonzero(table.codes[c] == code)[0])
+            raise InputError(f"{table.source}, {table.where([row])[0]}: subset column {column!r} must be 0 or 1, "
+                             f"got {table.dictionaries[c][code][:200]!r}")
+    return np.array([v in _TRUE for v in dictionary], dtype=bool)[table.codes[c]]
 
 
 def _check_columns(table: ColumnarTable, name: str, what: str) -> None:

@@ -107,7 +107,7 @@ def prepare_structure(
     `require_subset=False` lets a caller whose research-subset flags are hidden from it
     (Protocol C: they are encrypted counters) build the structure for delta-presence.
     """
-    config.validate()
+    config.ensure_valid()  # a no-op on a config validated where it entered
     if table.n_rows == 0:
         raise InputError("the input table has no rows")
     qis = list(config.quasi_identifiers)

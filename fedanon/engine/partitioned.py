@@ -100,7 +100,7 @@ def anonymize_partitioned(
     under the same paths from every worker.
     """
     start = time.perf_counter()
-    config.validate()
+    config.ensure_valid()  # a no-op on a config validated where it entered
     if config.needs_subset:
         raise InputError("delta-presence needs a research subset, which a partitioned run does not match; "
                          "read the table whole (--backend processes)")

@@ -136,7 +136,7 @@ def release(
     model: Any = config.model("dp")
     if model is None:
         raise ValueError("release() needs a config with a dp model")
-    config.validate()
+    config.ensure_valid()  # a no-op on a config validated where it entered
     params = model.parameters()
     k = max(params.k, int(config.k))
     rng = rng or make_randomness(model.seed)

@@ -1,8 +1,11 @@
 """What to anonymize for: quasi-identifiers, k, further privacy models, suppression, metric.
 
 The config is plain data (JSON-able via to_dict/from_dict) because protocols ship it to every
-party; validation is centralized here so every entry point (CLI, TOML, protocols) rejects the
-same bad input with the same message. The models beyond k-anonymity are a list of registered
+party; validation is centralized here so every entry point (CLI, TOML, the Python API, a party
+receiving a run request) rejects the same bad input with the same message. It runs once where a
+config enters a process across a trust boundary: `validate()` marks the config, and the layers
+inside (run settings, protocol roles, the engine) call `ensure_valid()`, which is a no-op on a
+marked config that has not changed since. The models beyond k-anonymity are a list of registered
 `PrivacyModel`s (fedanon.model.registry): the config names none of them.
 """
 
@@ -43,6 +46,8 @@ class AnonymizationConfig:
                 raise TypeError(f"AnonymizationConfig() got an unexpected keyword argument {key!r}")
             if model is not None:
                 self.models.append(model)
+        # the settings as validate() last accepted them (None: never validated)
+        self._accepted: dict[str, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         # only reached for names that are not attributes: model keys read as "that model or None"
@@ -60,8 +65,12 @@ class AnonymizationConfig:
         return (f"AnonymizationConfig(quasi_identifiers={self.quasi_identifiers!r}, k={self.k!r}, "
                 f"suppression={self.suppression!r}, metric={self.metric!r}, models={self.models!r})")
 
-    def validate(self) -> None:
-        """Raise InputError naming the offending setting and value."""
+    def validate(self) -> "AnonymizationConfig":
+        """Raise InputError naming the offending setting and value; return the config, marked valid.
+
+        Call it where a config enters from outside (flags, a TOML file, the Python API, a run
+        request off the wire); the layers inside call `ensure_valid()` instead.
+        """
         qis = self.quasi_identifiers
         if not qis:
             raise InputError("no quasi-identifiers given (need at least one)")
@@ -78,6 +87,26 @@ class AnonymizationConfig:
             if model.uses_sensitive and getattr(model, "attribute", None) in qis:
                 raise InputError(f"sensitive attribute {model.attribute!r} is also a quasi-identifier")  # type: ignore[attr-defined]
             model.validate(self)
+        self._accepted = self.to_dict()
+        return self
+
+    @property
+    def validated(self) -> bool:
+        """Whether `validate()` accepted this config as it is now: a setting changed since (the
+        config and its models are mutable) clears it, so a stale mark never lets a bad value in."""
+        accepted = self.__dict__.get("_accepted")  # absent on an object made without __init__
+        if accepted is None:
+            return False
+        try:
+            return bool(accepted == self.to_dict())
+        except (TypeError, AttributeError, ValueError):  # a setting to_dict cannot read or compare
+            return False
+
+    def ensure_valid(self) -> "AnonymizationConfig":
+        """The config, validated unless it already is: what an internal layer calls on a config
+        handed to it, so one that entered through a boundary is not checked a second time, and
+        one built directly in Python code still is."""
+        return self if self.validated else self.validate()
 
     @property
     def sensitive_attributes(self) -> list[str]:

@@ -23,6 +23,7 @@ from fedanon.errors import InputError
 from fedanon.kit.discovery import import_submodules
 
 if TYPE_CHECKING:  # only for annotations: the config imports this module
+    from fedanon.data.hierarchy import Hierarchy
     from fedanon.model.config import AnonymizationConfig
     from fedanon.model.criterion import Criterion
 
@@ -38,7 +39,9 @@ class ParseContext:
     """
 
     sensitive: str | None = None
-    sensitive_hierarchy: Path | None = None
+    # the sensitive attribute's hierarchy: its file (flags, TOML) or the hierarchy itself
+    # (anonymize_frame builds it in memory); None when the attribute has none
+    sensitive_hierarchy: "Path | Hierarchy | None" = None
     base: Path | None = None            # folder relative paths are resolved against
     source: str = "command line"        # where the setting came from, for error messages
     files: dict[str, Path] = field(default_factory=dict)

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from fedanon.model.config import FIELDS as CONFIG_FIELDS
+from fedanon.model.config import FIELDS as CONFIG_FIELDS, AnonymizationConfig
 from fedanon.model.registry import model_types
+from fedanon.data.io.delimited import check_encoding, parse_delimiter
 from fedanon.errors import InputError, clip
 from fedanon.kit.suggest import check_known_keys
 from fedanon.kit.tomlfile import load_toml_file
 from fedanon.protocols.registry import PARTY_ROLES, PRIMARY
 from fedanon.parties.pki.certs import check_party_name
+from fedanon.parties.pki.revocation import load_revoked
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_PAYLOAD_BYTES = 4 << 30
@@ -35,8 +37,6 @@ class TlsFiles:
 
     def revoked_fingerprints(self) -> frozenset[str]:
         """The fingerprints of the revocation list (empty without one); InputError naming file and line."""
-        from fedanon.parties.pki.revocation import load_revoked
-
         return load_revoked(self.revoked)
 
     def read(self) -> tuple[bytes, bytes, bytes]:
@@ -175,6 +175,9 @@ class RunConfig:
     run_id: str | None = None
     limits: Limits = field(default_factory=Limits)
     source: Path | None = None
+    # `privacy` parsed, where the caller holds it already (e.g. validated from flags): the
+    # coordinator then neither parses nor validates it again; it must describe the same config
+    anonymization: AnonymizationConfig | None = None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -316,8 +319,6 @@ def load_party_config(path: Path) -> PartyConfig:
             if not isinstance(v, str):
                 _bad(path, f"data.sensitive.{k}", 'a hierarchy CSV path or "" for none')
             sensitive[str(k)] = resolve(path, v) if v else None
-        from fedanon.data.io.delimited import check_encoding, parse_delimiter
-
         insensitive = data_section.get("insensitive", list, [])
         if not all(isinstance(n, str) and n for n in insensitive):
             raise InputError(f"{path}: data.insensitive must be a list of column names")

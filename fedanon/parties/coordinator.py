@@ -25,7 +25,9 @@ import grpc
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.data.io.delimited import write_table_csv
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
+from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
+from fedanon.parties.daemon import request_digest
 from fedanon.parties.pki.certs import certificate_name
 from fedanon.parties.wire.grpc_transport import describe_rpc_error, unresponsive
 from fedanon.parties.pki.identity import new_nonce, verify_identity
@@ -33,6 +35,7 @@ from fedanon.parties.wire.resultwire import decode_result
 from fedanon.parties.pki.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
+from fedanon.protocols.registry import check_roles, known_protocol
 
 _ABORT_GRACE_S = 1.0  # after the first failure, before the coordinator aborts the others
 _HUNG_SHARE = 0.9  # a ping that fails only after this share of its deadline went unanswered: hung, not refused
@@ -50,8 +53,6 @@ class RunOutcome:
 
 def _check_roles(protocol: str, roles: dict[str, str], source: Path | None = None) -> None:
     """The run's parties fit the protocol (helper or not), as its registry spec says."""
-    from fedanon.protocols.registry import check_roles, known_protocol
-
     if known_protocol(protocol) is None:
         return
     problems = check_roles(protocol, roles)
@@ -60,21 +61,23 @@ def _check_roles(protocol: str, roles: dict[str, str], source: Path | None = Non
         raise InputError(f"{where}[parties]: " + "; ".join(problems))
 
 
-def _check_config(protocol: str, privacy: dict[str, Any], source: Path | None = None) -> None:
-    """Fail fast at the coordinator on a privacy model the engine would reject anyway."""
-    from fedanon.protocols.registry import known_protocol
-
+def _check_config(protocol: str, privacy: dict[str, Any], source: Path | None = None,
+                  parsed: AnonymizationConfig | None = None) -> AnonymizationConfig | None:
+    """The run's privacy config, parsed and validated once: the coordinator is where it enters
+    from the user (a run file, or a `RunConfig` built in Python), so a bad one fails here, before
+    any party is contacted. `parsed` is the config a caller already holds (then not parsed again,
+    and validated only if it was not yet)."""
     spec = known_protocol(protocol)  # an unknown name is left to the daemons, which name it
-    if not privacy:
+    if not privacy and parsed is None:
         if spec is None or spec.anonymizes:
             where = f"{source}: " if source else ""
-            raise InputError(f"{where}protocol {spec.name} needs a [privacy] section "
+            raise InputError(f"{where}protocol {protocol.upper()} needs a [privacy] section "
                              "(quasi_identifiers, k, suppression, metric, ...)")
-        return
-    from fedanon.model.config import AnonymizationConfig
-
+        return None
+    if parsed is not None:
+        return parsed.ensure_valid()
     try:
-        AnonymizationConfig.from_dict(dict(privacy)).validate()
+        return AnonymizationConfig.from_dict(dict(privacy)).validate()
     except FedanonError:
         raise
     except (TypeError, ValueError, KeyError) as exc:
@@ -87,6 +90,7 @@ class Coordinator:
         self.on_event = on_event
         self.log = log or (lambda *a, **k: None)
         self.run_id = cfg.run_id or uuid.uuid4().hex
+        self.config: AnonymizationConfig | None = None  # the run's privacy config, once run() validated it
         self._creds = client_credentials(cfg.tls)
         self._revoked = cfg.tls.revoked_fingerprints()
         self._channels: dict[str, grpc.Channel] = {}
@@ -147,7 +151,6 @@ class Coordinator:
         )
 
     def prepare_all(self, request: pb.RunRequest) -> None:
-        from fedanon.parties.daemon import request_digest
 
         expected = request_digest(request)
         futs = {p.name: self._stubs[p.name].Prepare.future(request, timeout=self.cfg.limits.rpc_timeout_s * 4)
@@ -247,7 +250,7 @@ class Coordinator:
         return RunOutcome(self.run_id, columns, rows, {"parties": reports})
 
     def run(self) -> RunOutcome:
-        _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source)
+        self.config = _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source, self.cfg.anonymization)
         _check_roles(self.cfg.protocol, {p.name: p.role for p in self.cfg.parties}, self.cfg.source)
         t0 = time.perf_counter()
         try:

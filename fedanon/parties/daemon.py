@@ -22,6 +22,7 @@ import os
 import queue
 import resource
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -31,13 +32,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from fedanon.errors import FedanonError, InputError, PeerError, public_message, scrub, with_public
 from fedanon.parties.wire.admission import Admission, Refusal, StreamWatch
-from fedanon.parties.pki.certs import certificate_name
+from fedanon.parties.pki.certs import certificate_name, check_party_name
 from fedanon.parties.config import PartyConfig, TlsFiles
 from fedanon.parties.wire.grpc_transport import GrpcTransport, PeerLinks
 from fedanon.parties.wire.inbox import RunInbox
+from fedanon.parties.localdata import load_party_data
 from fedanon.parties.logs import EventLog
 from fedanon.parties.wire.resultwire import encode_result
 from fedanon.parties.pki.identity import dns_names, foreign_names, sign_identity
@@ -47,6 +51,7 @@ from fedanon.parties.pki.tls import (
 )
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
+from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.kit.api import LocalData, RoleContext, RunSettings
 from fedanon.protocols.kit.codec import decompression_limit
 from fedanon.protocols.registry import PRIMARY, check_roles, protocol_spec, role_function
@@ -356,11 +361,10 @@ class PartyService(pb_grpc.PartyServicer):
         if not config_dict and spec.anonymizes:
             raise _public(f"protocol {spec.name} needs an anonymization config, the run request has none")
         if config_dict:
-            from fedanon.model.config import AnonymizationConfig
-
+            # the trust boundary of a party: the config arrives from the network and is checked
+            # here, once per run; the run settings and the roles take it as validated
             try:
-                config = AnonymizationConfig.from_dict(config_dict)
-                config.validate()
+                config = AnonymizationConfig.from_dict(config_dict).validate()
             except FedanonError as exc:
                 raise _public(f"invalid privacy config: {exc}") from None
             except (KeyError, ValueError, TypeError, AttributeError) as exc:
@@ -386,8 +390,6 @@ class PartyService(pb_grpc.PartyServicer):
         return settings, local
 
     def _local_data(self) -> LocalData:
-        from fedanon.parties.localdata import load_party_data
-
         data = self.cfg.data
         assert data is not None
         paths = [data.csv, *data.quasi_identifiers.values(), *(p for p in data.sensitive.values() if p)]
@@ -519,8 +521,6 @@ def _public(message: str) -> InputError:
 
 def check_roster(request: pb.RunRequest) -> dict[str, str]:
     """The run's parties {name: role}, or InputError for a roster no protocol could run."""
-    from fedanon.parties.pki.certs import check_party_name
-
     if not request.run_id or len(request.run_id) > 128 or not request.run_id.isprintable():
         raise _public("malformed run request: run id must be 1-128 printable characters")
     parties: dict[str, str] = {}
@@ -556,8 +556,6 @@ def _jsonable(value: Any) -> Any:
 def check_identity(cfg: PartyConfig) -> None:
     """Fail at start-up, with a clear message, on TLS files that peers would reject later anyway."""
     check_tls_files(cfg.tls, cfg.name, "party")
-    from cryptography import x509
-
     cert = x509.load_pem_x509_certificate(cfg.tls.read()[0])
     foreign = foreign_names(cfg.name, dns_names(cert), [*cfg.peers, *cfg.coordinators])
     if foreign:
@@ -581,9 +579,6 @@ def check_tls_files(tls: TlsFiles, name: str, who: str) -> None:
     CA certificate; the certificate names `name`, belongs to the key, and was signed
     by the CA. `who` is "party" or "coordinator" (for the messages).
     """
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-
     cert_pem, key_pem, ca_pem = tls.read()
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
@@ -624,8 +619,6 @@ def check_tls_files(tls: TlsFiles, name: str, who: str) -> None:
 
 def check_listen_address(cfg: PartyConfig) -> None:
     """The listen port is free and local (as `serve` needs it), checked with a plain socket."""
-    import socket
-
     host, _sep, port = cfg.listen.rpartition(":")
     host = host.strip("[]")
     try:

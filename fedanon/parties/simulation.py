@@ -28,13 +28,16 @@ import tomli_w
 
 
 from fedanon.errors import InputError, PeerError
+from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
 from fedanon.parties.pki import certs
 from fedanon.protocols.registry import PARTY_ROLES, PRIMARY
 from fedanon.parties.config import (
-    DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict,
+    DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, load_party_config, party_config_dict,
 )
 from fedanon.parties.coordinator import Coordinator, RunOutcome, write_outputs
+from fedanon.parties.daemon import PartyDaemon
+from fedanon.parties.progress import PhaseProgress
 
 COORDINATOR = "coordinator"
 _START_TIMEOUT_S = 60.0
@@ -184,9 +187,6 @@ class SimulatedNetwork:
         ready = self._ready_file(name)
         ready.unlink(missing_ok=True)
         if self.in_process:
-            from fedanon.parties.config import load_party_config
-            from fedanon.parties.daemon import PartyDaemon
-
             daemon = PartyDaemon(load_party_config(self.config_paths[name]))
             daemon.start()
             self.daemons[name] = daemon
@@ -256,6 +256,7 @@ class SimulatedNetwork:
             parties=[RunPartyEntry(p.name, self.address(p.name), p.role) for p in self.parties],
             result_recipient=recipient, privacy=_privacy_dict(config), options=dict(options or {}),
             output=None, report=None, limits=self.limits,
+            anonymization=config if isinstance(config, AnonymizationConfig) else None,
         )
 
     def run(self, protocol: str, distribution: str = "horizontal", config: Any = None,
@@ -301,8 +302,6 @@ def run_simulation(
     report: Path | None = None,
 ) -> SimulationResult:
     """Start all parties as daemons, run once, stop them; raises FedanonError on any failure (no partial files)."""
-    from fedanon.parties.progress import PhaseProgress
-
     with SimulatedNetwork(parties, workdir=workdir) as net:
         with PhaseProgress([(p.name, p.role) for p in parties], enabled=progress) as bar:
             outcome = net.run(protocol, distribution, config, result_recipient, options, on_event=bar.update)

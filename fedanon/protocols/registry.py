@@ -11,7 +11,9 @@ How to add a protocol (e.g. C):
    (`fedanon.protocols.kit.roles`: phase timer, typed control messages, report
    assembly, `guarded` roles and `stop_run` for run-wide failure);
 2. end it with `ROLES = {PRIMARY: ..., HELPER: ...}` (only the roles it has);
-3. add a `ProtocolSpec` below. Nothing else in parties/ or cli/ needs to change.
+3. add a `ProtocolSpec` below, with the run options it reads and, for those a user sets on
+   the command line, their `OptionFlag`s (see `protocols/a/flags.py`). Nothing else in
+   parties/ or cli/ needs to change.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import importlib
 from dataclasses import dataclass
 
 from fedanon.errors import ProtocolError
-from fedanon.protocols.kit.api import RoleFunction
+from fedanon.protocols.a.flags import FLAGS as A_FLAGS
+from fedanon.protocols.c.flags import FLAGS as C_FLAGS
+from fedanon.protocols.kit.api import OptionFlag, RoleFunction
 
 # The two kinds of party every protocol is built from: a primary holds data, a helper holds none
 # (it computes on what the primaries send it). Protocols name their roles from these; the party
@@ -28,6 +32,8 @@ from fedanon.protocols.kit.api import RoleFunction
 PRIMARY = "primary"
 HELPER = "helper"
 PARTY_ROLES = (PRIMARY, HELPER)
+# the protocol a command runs when none is named
+DEFAULT_PROTOCOL = "B"
 
 
 @dataclass(frozen=True)
@@ -42,13 +48,15 @@ class ProtocolSpec:
     min_primaries: int = 1
     metrics: tuple[str, ...] | None = None  # the metrics it can optimize (None: every metric)
     options: tuple[str, ...] = ()  # run options (`[options]` keys) it reads besides the common ones
+    flags: tuple[OptionFlag, ...] = ()  # command-line flags that set some of those options
 
 
 _SPECS: dict[str, ProtocolSpec] = {
     "A": ProtocolSpec("A", "fedanon.protocols.a.protocol",
                       "commutative encryption around a ring of the data holders, no helper",
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
-                      phases=("encrypt", "integrate", "anonymize", "verify", "decrypt")),
+                      phases=("encrypt", "integrate", "anonymize", "verify", "decrypt"),
+                      options=("cipher", "min_levels", "verified"), flags=A_FLAGS),
     "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
@@ -59,7 +67,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
-                      options=("counters", "pseudotuples")),
+                      options=("counters", "pseudotuples"), flags=C_FLAGS),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,
@@ -92,6 +100,20 @@ def role_function(protocol: str, role: str) -> RoleFunction:
 def available_protocols(anonymizing: bool = False) -> list[str]:
     """Protocol names; `anonymizing=True` leaves out diagnostics such as CHECK."""
     return sorted(name for name, spec in _SPECS.items() if spec.anonymizes or not anonymizing)
+
+
+def option_flags() -> dict[str, tuple[OptionFlag, list[str]]]:
+    """Every protocol's command-line flags: flag -> (its declaration, the protocols that read it).
+
+    A flag two protocols declare must mean the same to both (one declaration, equal)."""
+    out: dict[str, tuple[OptionFlag, list[str]]] = {}
+    for name in sorted(_SPECS):
+        for flag in _SPECS[name].flags:
+            known = out.setdefault(flag.flag, (flag, []))
+            if known[0] != flag:
+                raise ProtocolError(f"flag {flag.flag} is declared differently by protocols {known[1]} and {name}")
+            known[1].append(name)
+    return out
 
 
 def check_roles(protocol: str, roles: dict[str, str]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fedanon.engine.anonymizer import Prepared, prepare
+from fedanon.engine.anonymizer import Prepared, materialize, prepare
 from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import Classes
 from fedanon.data.hierarchy import Hierarchy
@@ -15,7 +15,9 @@ from fedanon.engine.result import AnonymizationResult
 from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 from fedanon.report.risk import DEFAULT_THRESHOLD, RowClasses, suppressed_rows_mask, table_risk
-from fedanon.report.utility import ValueCounts, attribute_utility, distributions, metric_scores, suppressed_classes
+from fedanon.report.html import write_report
+from fedanon.report.utility import (ValueCounts, attribute_utility, distributions, metric_scores, output_distribution,
+                                    suppressed_classes)
 
 
 @dataclass
@@ -43,8 +45,6 @@ class Analysis:
         return out
 
     def write_html(self, path: str, title: str = "fedanon anonymization report") -> None:
-        from fedanon.report.html import write_report
-
         write_report(self, path, title)
 
 
@@ -175,8 +175,6 @@ def analyze_protocol_result(
     transformation by the engine (the protocol returns its rows permuted, so
     row-aligned figures are taken from that central twin).
     """
-    from fedanon.engine.anonymizer import materialize
-
     transformation = dict(summary["transformation"])
     prep = prepare(table, dict(hierarchies), config, research_subset)
     levels = tuple(transformation[q] for q in config.quasi_identifiers)
@@ -219,8 +217,6 @@ def analyze_protocol_output(
     output value counts. Nothing of the input is used or sent anywhere; input
     risk and input-relative utility are reported as not available, with the reason.
     """
-    from fedanon.report.utility import output_distribution
-
     risk, out, suppressed = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"), {},
                                                 threshold)
     risk["computed_from"] = "the result table (at the coordinator)"

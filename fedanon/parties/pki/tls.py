@@ -17,6 +17,9 @@ import grpc
 
 from fedanon.parties.pki.certs import certificate_name
 from fedanon.parties.config import Limits, TlsFiles
+from fedanon.parties.pki.identity import new_nonce, verify_identity
+from fedanon.proto import fedanon_pb2 as pb
+from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 
 _MSG_SLACK = 1 << 20  # protobuf framing around a full chunk
 
@@ -135,10 +138,6 @@ class ChannelPool:
 
     def verified(self, name: str, address: str, known: list[str]) -> grpc.Channel:
         """The channel to `name`, after its server proved, on the current connection, that its certificate CN is `name`."""
-        from fedanon.parties.pki.identity import new_nonce, verify_identity
-        from fedanon.proto import fedanon_pb2 as pb
-        from fedanon.proto import fedanon_pb2_grpc as pb_grpc
-
         ch = self.get(name, address)
         with self._lock:
             if id(ch) in self._verified and self._verified[id(ch)] == self._connections.get(id(ch)):

@@ -386,7 +386,6 @@ class _Party(DataHolder):
     def _roster(self, hellos: dict[str, dict[str, Any]]) -> Roster:
         config = self.settings.config
         try:
-            config.validate()
             verdict = check_schemas(self.settings.distribution, config, hellos)
         except FedanonError as exc:
             return Roster(ok=False, error=f"invalid run configuration: {exc}")

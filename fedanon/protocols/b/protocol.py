@@ -445,7 +445,6 @@ class _Helper(HelperRole):
                         for p in self.primaries}
             hellos = {p: h.summary() for p, h in received.items()}
             try:
-                config.validate()
                 verdict = check_schemas(settings.distribution, config, hellos)
             except FedanonError as exc:
                 self._stop(f"invalid run configuration: {exc}", "b/roster")

@@ -448,7 +448,6 @@ class _Helper(HelperRole):
         errors: list[str] = []
         verdict = None
         try:
-            settings.config.validate()
             check_supported(settings.config)
             counter_scheme(settings.options)
             pseudotuple_share(settings.options)

@@ -9,7 +9,7 @@ travel; parties never learn what a protocol does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 from fedanon.protocols.kit.transport import DEFAULT_TIMEOUT_S, Transport
 
@@ -56,6 +56,13 @@ class RunSettings:
     # How long one `receive` may wait (the run's limits: a Pohlig-Hellman pass can take minutes).
     receive_timeout_s: float = DEFAULT_TIMEOUT_S
 
+    def __post_init__(self) -> None:
+        # Run settings only ever hold a validated config, so no role checks it again: the daemon
+        # validated the one it received off the wire (a no-op here), an in-process run whose
+        # caller built the config in Python has it validated now, once for all its parties.
+        if self.config is not None:
+            self.config.ensure_valid()
+
     @property
     def primaries(self) -> list[str]:
         return [name for name, role in self.parties.items() if role == "primary"]
@@ -94,3 +101,51 @@ class RoleOutcome:
 
 
 RoleFunction = Callable[[RoleContext], RoleOutcome]
+
+
+@dataclass(frozen=True)
+class FlagContext:
+    """What turning a protocol's flag into run options may check against: the run's
+    quasi-identifiers and their hierarchies (e.g. a pre-generalization level must exist)."""
+
+    quasi_identifiers: list[str]
+    hierarchies: Mapping[str, "Hierarchy"]
+
+
+def _as_option(option: str) -> Callable[[Any, FlagContext], dict[str, Any]]:
+    return lambda value, _ctx: {} if value is None else {option: value}
+
+
+@dataclass(frozen=True)
+class OptionFlag:
+    """A command-line flag that sets one of a protocol's run options (`[options]` keys).
+
+    Declared on the protocol's `ProtocolSpec`, so the commands add the flag, name the protocol
+    in its help and refuse it for another protocol without naming any protocol themselves.
+    `kind`: "value" (one value, `type`/`choices` apply), "switch" (present or not) or "repeat"
+    (may be given several times; a list). `to_options(value, ctx)` turns the flag's value (None,
+    False or [] when not given) into run options; it is called for every flag of the run's
+    protocol, so it may also set an option's explicit default. By default it sets `option` to
+    the value when one is given.
+    """
+
+    flag: str                      # e.g. "--cipher"
+    option: str                    # the run option it sets, e.g. "cipher"
+    help: str
+    kind: Literal["value", "switch", "repeat"] = "value"
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    convert: Callable[[Any, FlagContext], dict[str, Any]] | None = None
+
+    @property
+    def dest(self) -> str:
+        """The attribute name an argparse namespace holds the flag's value under."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def given(self, value: Any) -> bool:
+        return bool(value) if self.kind in ("switch", "repeat") else value is not None
+
+    def to_options(self, value: Any, ctx: FlagContext) -> dict[str, Any]:
+        return (self.convert or _as_option(self.option))(value, ctx)
+

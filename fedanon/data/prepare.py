@@ -20,12 +20,12 @@ MAX_LISTED = 20  # missing hierarchy values named one by one; the rest are count
 
 
 def column_roles(table: ColumnarTable, quasi_identifiers: Sequence[str], sensitive: Sequence[str] = (),
-                 insensitive: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+                 insensitive: Sequence[str] = (), aggregated: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """(kept columns in input order, removed identifying columns).
 
     As in ARX, every column has a role; a column given none (not a QI, the
-    sensitive attribute or declared insensitive) is identifying and never reaches
-    an output. Declared columns must exist.
+    sensitive attribute, declared insensitive or aggregated) is identifying and
+    never reaches an output. Declared columns must exist.
     """
     for name in quasi_identifiers:
         _check_columns(table, name, "quasi-identifier")
@@ -33,7 +33,9 @@ def column_roles(table: ColumnarTable, quasi_identifiers: Sequence[str], sensiti
         _check_columns(table, name, "sensitive attribute")
     for name in insensitive:
         _check_columns(table, name, "insensitive")
-    declared = {*quasi_identifiers, *sensitive, *insensitive}
+    for name in aggregated:
+        _check_columns(table, name, "aggregated")
+    declared = {*quasi_identifiers, *sensitive, *insensitive, *aggregated}
     kept = [c for c in table.columns if c in declared]
     removed = [c for c in table.columns if c not in declared]
     return kept, removed

@@ -1,0 +1,224 @@
+"""Per-class aggregation: a numeric attribute released as its equivalence class's aggregate.
+
+After an anonymization has chosen its transformation, an *aggregated* attribute is not
+generalized through a hierarchy: every released row carries its class's mean, median,
+interval "[min, max]" or mode, where the classes are the released rows grouped by their
+generalized quasi-identifier values. Suppressed rows release '*'. The search never sees
+an aggregated attribute (it is not a quasi-identifier, as in ARX), so the transformation,
+the suppressed rows and every privacy guarantee are those of the run without it; since the
+value is identical within a class, it tells an attacker nothing that singles out a row
+of the class.
+
+The released text, for each function (computed on the class's values sorted, so the
+answer depends on the multiset of values only, never on row order -- a protocol delivers
+its rows permuted and must release the same text as the local run):
+
+* mean: the arithmetic mean rounded to MEAN_DECIMALS decimals (numpy's rounding, half to
+  even), written without trailing zeros (39.5, 40, 39.33);
+* median: the middle value, or the mean of the two middle values of an even-sized class;
+* interval: "[min, max]", both ends written as the input's numbers (also when equal);
+* mode: the most frequent value; a tie goes to the smallest of the tied values.
+
+Numbers are written as the shortest text that reads back as the same float, integral
+values without ".0" (`io.number_text`).
+
+Information loss per aggregated attribute is SSE/SST (as `quality.sse_sst` defines it): SST the sum of
+squared deviations of the released scope's values from their mean, SSE the sum of squared
+differences between each value and its released number -- the released aggregate (for an
+interval, its midpoint), and for a suppressed row the overall mean, so a suppressed row
+loses its whole share of SST. 0 = nothing lost, 1 = no more than the overall mean tells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from fedanon.data.table import EncodedTable
+from fedanon.microagg.io import number_text
+from fedanon.stats.keys import group_keys
+
+FUNCTIONS = ("mean", "median", "interval", "mode")
+MEAN_DECIMALS = 2
+SUPPRESSED = "*"
+
+
+def check_function(name: str) -> str:
+    """The function's name, or ValueError naming the known ones."""
+    if name not in FUNCTIONS:
+        raise ValueError(f"unknown aggregate function {name!r}; known: {', '.join(FUNCTIONS)}")
+    return name
+
+
+def parse_numbers(texts: Sequence[str]) -> tuple[np.ndarray, int | None]:
+    """Floats of `texts` and the index of the first text that is not a finite number (None: all are)."""
+    out = np.empty(len(texts), dtype=np.float64)
+    for i, text in enumerate(texts):
+        try:
+            value = float(text)
+        except ValueError:
+            return out, i
+        if not np.isfinite(value):
+            return out, i
+        out[i] = value
+    return out, None
+
+
+def class_labels(qi_codes: Sequence[np.ndarray], radices: Sequence[int], released: np.ndarray) -> np.ndarray:
+    """Each row's released class (0..g-1, in ascending order of the QI code tuples), -1 for a row
+    not released (suppressed, or outside the research subset)."""
+    released = np.asarray(released, dtype=bool)
+    labels = np.full(released.shape[0], -1, dtype=np.int64)
+    rows = np.flatnonzero(released)
+    if rows.size == 0:
+        return labels
+    if not qi_codes:  # no quasi-identifier: the whole release is one class
+        labels[rows] = 0
+        return labels
+    _first, inverse = group_keys([np.asarray(c)[rows].astype(np.int64) for c in qi_codes], list(radices))
+    labels[rows] = inverse.reshape(-1)
+    return labels
+
+
+def class_aggregates(values: np.ndarray, labels: np.ndarray, function: str) -> tuple[list[str], np.ndarray]:
+    """(released text, released number) of each class 0..g-1 of the rows with label >= 0.
+
+    The released number is what SSE compares with: the aggregate itself, an interval's midpoint.
+    """
+    check_function(function)
+    keep = labels >= 0
+    lab, val = labels[keep], np.asarray(values, dtype=np.float64)[keep]
+    if lab.size == 0:
+        return [], np.zeros(0)
+    order = np.lexsort((val, lab))  # by class, then by value: the multiset, not row order, decides
+    lab, val = lab[order], val[order]
+    sizes = np.bincount(lab)
+    present = sizes > 0
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    if function == "mean":
+        sums = np.add.reduceat(val, starts[present])
+        means = np.zeros(sizes.size)
+        means[present] = sums / sizes[present]
+        numbers = np.round(means, MEAN_DECIMALS)
+        texts = [number_text(float(x)) for x in numbers]
+    elif function == "median":
+        lower = starts + np.maximum(sizes - 1, 0) // 2
+        upper = starts + sizes // 2
+        safe = np.minimum(np.where(present, upper, 0), val.size - 1)
+        numbers = (val[np.minimum(lower, val.size - 1)] + val[safe]) / 2.0
+        texts = [number_text(float(x)) for x in numbers]
+    elif function == "interval":
+        last = np.maximum(starts + sizes - 1, 0)
+        lo, hi = val[np.minimum(starts, val.size - 1)], val[np.minimum(last, val.size - 1)]
+        numbers = (lo + hi) / 2.0
+        texts = [f"[{number_text(float(a))}, {number_text(float(b))}]" for a, b in zip(lo, hi)]
+    else:  # mode
+        new_run = np.ones(val.size, dtype=bool)
+        new_run[1:] = (lab[1:] != lab[:-1]) | (val[1:] != val[:-1])
+        run_starts = np.flatnonzero(new_run)
+        run_counts = np.diff(np.append(run_starts, val.size))
+        run_label, run_value = lab[run_starts], val[run_starts]
+        # per class: highest count first, then the smallest value
+        best = np.lexsort((run_value, -run_counts, run_label))
+        first = np.ones(best.size, dtype=bool)
+        first[1:] = run_label[best][1:] != run_label[best][:-1]
+        numbers = np.zeros(sizes.size)
+        numbers[run_label[best][first]] = run_value[best][first]
+        texts = [number_text(float(x)) for x in numbers]
+    return texts, np.asarray(numbers, dtype=np.float64)
+
+
+@dataclass
+class AggregatedColumn:
+    """One aggregated attribute of a release: each class's text and number, each row's class,
+    and the loss figures."""
+
+    name: str
+    function: str
+    labels: np.ndarray               # each row's class, -1 for a row not released
+    class_texts: list[str]
+    class_numbers: np.ndarray
+    loss: dict[str, Any] = field(default_factory=dict)
+
+    def encoded(self) -> tuple[np.ndarray, list[bytes]]:
+        """(codes, dictionary) of the released texts, SUPPRESSED for rows not released, for an
+        `EncodedTable` column: one lookup per row, no Python object per row."""
+        distinct, class_code = np.unique(np.asarray(self.class_texts + [SUPPRESSED], dtype=object),
+                                         return_inverse=True)
+        class_code = class_code.reshape(-1).astype(np.int32)
+        codes = class_code[self.labels]  # label -1 picks the last entry: SUPPRESSED
+        return codes, [str(t).encode("utf-8") for t in distinct]
+
+    def numbers(self) -> np.ndarray:
+        """Each row's released number; NaN for a row not released."""
+        out = np.full(self.labels.size, np.nan)
+        released = self.labels >= 0
+        out[released] = self.class_numbers[self.labels[released]]
+        return out
+
+    def texts(self) -> list[str]:
+        codes, dictionary = self.encoded()
+        words = [d.decode("utf-8") for d in dictionary]
+        return [words[c] for c in codes.tolist()]
+
+
+def aggregate_column(name: str, values: np.ndarray, labels: np.ndarray, function: str,
+                     scope: np.ndarray | None = None) -> AggregatedColumn:
+    """Release `values` (one per row) as their class's aggregate; labels -1 = not released.
+
+    `scope`: the rows the release speaks for (all rows, or a research subset); SSE/SST is
+    computed over them, suppressed ones counted with the scope's mean.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    scope = np.ones(values.size, dtype=bool) if scope is None else np.asarray(scope, dtype=bool)
+    class_texts, class_numbers = class_aggregates(values, labels, function)
+    column = AggregatedColumn(name, function, labels, class_texts, class_numbers)
+    released = labels >= 0
+    column.loss = within_class_loss(values[scope], column.numbers()[scope], released[scope])
+    column.loss.update({"function": function, "classes": len(class_texts), "released_rows": int(released.sum()),
+                        "suppressed_rows": int((scope & ~released).sum())})
+    return column
+
+
+def within_class_loss(values: np.ndarray, numbers: np.ndarray, released: np.ndarray) -> dict[str, Any]:
+    """SSE, SST and SSE/SST of releasing `numbers` for `values` (see the module docstring).
+
+    Unstandardized sums in the column's units; their ratio equals `quality.sse_sst`'s figure
+    for one attribute (standardizing scales SSE and SST alike)."""
+    if values.size == 0:
+        return {"sse": 0.0, "sst": 0.0, "sse_sst": 0.0}
+    mean = values.mean()
+    stand_in = np.where(released, numbers, mean)
+    sst = float(((values - mean) ** 2).sum())
+    sse = float(((values - stand_in) ** 2).sum())
+    return {"sse": sse, "sst": sst, "sse_sst": sse / sst if sst > 0 else 0.0}
+
+
+def aggregate_table(output: EncodedTable, quasi_identifiers: Sequence[str], released: np.ndarray,
+                    values: Mapping[str, np.ndarray], functions: Mapping[str, str],
+                    scope: np.ndarray | None = None) -> tuple[EncodedTable, dict[str, AggregatedColumn]]:
+    """`output` with each column of `functions` replaced by its per-class aggregate.
+
+    `released`: the rows released with their values (not suppressed, in the research subset);
+    the classes are those rows grouped by their generalized QI codes in `output`. `values`:
+    each aggregated column's numbers, one per output row.
+    """
+    qi_index = [output.column_index(q) for q in quasi_identifiers]
+    labels = class_labels([output.codes[:, c] for c in qi_index],
+                          [max(len(output.dictionaries[c]), 1) for c in qi_index], released)
+    codes = np.array(output.codes, order="F", copy=True)
+    dictionaries = [list(d) for d in output.dictionaries]
+    columns: dict[str, AggregatedColumn] = {}
+    for name, function in functions.items():
+        column = aggregate_column(name, values[name], labels, function, scope)
+        c = output.column_index(name)
+        codes[:, c], dictionaries[c] = column.encoded()
+        columns[name] = column
+    return EncodedTable(list(output.columns), codes, dictionaries), columns
+
+
+__all__ = ["FUNCTIONS", "MEAN_DECIMALS", "SUPPRESSED", "AggregatedColumn", "aggregate_column", "aggregate_table", "check_function",
+           "class_aggregates", "class_labels", "parse_numbers", "within_class_loss"]

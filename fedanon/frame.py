@@ -288,6 +288,6 @@ def _numbers(name: str, texts: list[str], index: Any) -> np.ndarray:
     """An aggregated column as floats; InputError naming the row (index label) and the value."""
     numbers, bad = parse_numbers(texts)
     if bad is not None:
-        raise InputError(f"anonymize_frame: column {name!r}, row {index[bad]!r}: aggregated columns must hold "
+        raise InputError(f"anonymize_frame: column {name!r}, row {list(index)[bad]!r}: aggregated columns must hold "
                          f"numbers, got {texts[bad][:40]!r}")
     return numbers

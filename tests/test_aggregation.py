@@ -18,6 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_checks import one_line_error
 from fedanon.cli import main
@@ -197,6 +199,8 @@ def test_no_raw_value_of_an_aggregated_column_reaches_an_output(tmp_path, comman
         args[1:1] = ["--protocol", "B", "--parties", "2"]
     assert main(args) == 0
     assert sorted(out.read_text().splitlines()[1:]) == ["*;*"] + ["a;1000.5"] * 4 + ["b;2000.5"] * 4
+    assert json.loads(report.read_text())["aggregation"]["x"]["sse_sst"] > 0
+    assert "<h2>Aggregated attributes</h2>" in html.read_text(encoding="utf-8")
     for path in (out, report, html):
         text = path.read_text(encoding="utf-8")
         for raw in [v for vs in values.values() for v in vs] + ["7777.125"]:
@@ -253,3 +257,48 @@ def test_frame_errors_name_the_row_and_the_function():
         anonymize_frame(df.fillna(2.0), {"g": rows}, k=2, aggregate={"x": "avg"})
     with pytest.raises(InputError, match="two roles"):
         anonymize_frame(df.fillna(2.0), {"g": rows}, k=2, insensitive=["x"], aggregate={"x": "mean"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-10**6, 10**6), st.integers(0, 4)), min_size=1, max_size=40),
+       st.sampled_from(FUNCTIONS))
+def test_vectorized_aggregates_equal_the_independent_definition(rows, function):
+    """The release's vectorized arithmetic against the verifier's exact one (Fraction, Decimal,
+    statistics), on values of 0-4 decimals, negative ones included, classes in any row order."""
+    import numpy as np
+
+    from fedanon.microagg.classwise import class_aggregates
+    from fedanon.oracle.aggregates import expected_aggregate
+
+    texts = [str(Decimal(m).scaleb(-e)) for _c, m, e in rows]
+    labels = np.array([c for c, _m, _e in rows])
+    present = sorted(set(labels.tolist()))
+    dense = np.searchsorted(present, labels)  # classes 0..g-1 as the grouping numbers them
+    got, numbers = class_aggregates(np.array([float(t) for t in texts]), dense, function)
+    for g, c in enumerate(present):
+        want = expected_aggregate(function, [t for t, lab in zip(texts, labels.tolist()) if lab == c])
+        assert got[g] == want, (function, c)
+        if function != "interval":
+            assert numbers[g] == pytest.approx(float(want))
+
+
+def test_the_verifier_names_a_wrong_aggregate(files, tmp_path):
+    from fedanon.oracle.aggregates import aggregate_violations
+
+    out = tmp_path / "out.csv"
+    assert main(["anonymize", str(files["table"]), *model_flags(files), *aggregate_flags(), "-o", str(out), "-q"]) == 0
+    raw_header, raw = read_csv(files["table"])
+    suppressed = [s == "diverse" for s, _x in ROWS]
+    functions = {f"x_{f}": f for f in FUNCTIONS}
+
+    def check() -> list[str]:
+        return aggregate_violations(out, ";", raw_header, raw, ["sex"], functions,
+                                    written=[True] * len(ROWS), suppressed=suppressed)
+
+    assert check() == []
+    text = out.read_text()
+    out.write_text(text.replace("1.58", "1.59", 1))  # one male row's mean off by a hundredth
+    problems = check()
+    assert len(problems) == 1 and "'x_mean' = '1.59'" in problems[0] and "'1.58'" in problems[0]
+    out.write_text(text.replace("*;*;*;*;*", "*;*;100;*;*"))  # the suppressed row's raw value
+    assert any("suppressed, but 'x_median' holds '100'" in p for p in check())

@@ -319,11 +319,18 @@ def run(args: argparse.Namespace) -> int:
             finish_output()  # the verifier re-reads the file: the file is the result, not the rows in memory
             out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]
             raw_rows = released.rows()
-            for c in [kept.index(name) for name in aggregated]:
-                # the verifier judges the rest of the release; the aggregates are what was computed
-                for raw, written_row in zip(raw_rows, out_rows):
-                    raw[c] = written_row[c]
-            problems = verify_output_file(spec.output, spec.delimiter, kept, raw_rows, config, hierarchies,
+            problems = []
+            if aggregated:
+                from fedanon.oracle.aggregates import aggregate_violations
+
+                # the aggregates recomputed from their definition on the file, in exact arithmetic
+                problems = aggregate_violations(spec.output, spec.delimiter, kept, raw_rows, config.quasi_identifiers,
+                                                spec.aggregate, written=keep.tolist(), suppressed=suppressed.tolist())
+                for c in [kept.index(name) for name in aggregated]:
+                    # the row-level verifier judges the rest of the release against the input
+                    for raw, written_row in zip(raw_rows, out_rows):
+                        raw[c] = written_row[c]
+            problems += verify_output_file(spec.output, spec.delimiter, kept, raw_rows, config, hierarchies,
                                           written=keep.tolist(), unwritten_rows=out_rows,  # output is UTF-8
                                           research_subset=subset,
                                           transformation=result.transformation, suppressed=suppressed,

@@ -13,14 +13,17 @@ The released text, for each function (computed on the class's values sorted, so 
 answer depends on the multiset of values only, never on row order -- a protocol delivers
 its rows permuted and must release the same text as the local run):
 
-* mean: the arithmetic mean rounded to MEAN_DECIMALS decimals (numpy's rounding, half to
-  even), written without trailing zeros (39.5, 40, 39.33);
+* mean: the arithmetic mean rounded to MEAN_DECIMALS decimals, a tie to the even last digit,
+  written without trailing zeros (39.5, 40, 39.33);
 * median: the middle value, or the mean of the two middle values of an even-sized class;
-* interval: "[min, max]", both ends written as the input's numbers (also when equal);
+* interval: "[min, max]" (also when equal);
 * mode: the most frequent value; a tie goes to the smallest of the tied values.
 
-Numbers are written as the shortest text that reads back as the same float, integral
-values without ".0" (`io.number_text`).
+The arithmetic is exact: the values (read from decimal texts) are taken as integers in
+units of 10^-d for the smallest d that holds them all (`fixed_point`), so sums, the
+rounding of the mean and the midpoint of the median are decided on exact integers and the
+text is the exact decimal. Values needing more than MAX_DECIMALS decimals, or sums beyond
+int64, fall back to binary floating point (the shortest text that reads back as the float).
 
 Information loss per aggregated attribute is SSE/SST (as `quality.sse_sst` defines it): SST the sum of
 squared deviations of the released scope's values from their mean, SSE the sum of squared
@@ -42,6 +45,8 @@ from fedanon.stats.keys import group_keys
 
 FUNCTIONS = ("mean", "median", "interval", "mode")
 MEAN_DECIMALS = 2
+MAX_DECIMALS = 9          # finer values are aggregated in binary floating point
+SUM_LIMIT = float(2 ** 62)  # bound on |value| x 10^d x rows x 200: class sums (x 100 for the mean) stay in int64
 SUPPRESSED = "*"
 
 
@@ -82,6 +87,45 @@ def class_labels(qi_codes: Sequence[np.ndarray], radices: Sequence[int], release
     return labels
 
 
+def fixed_point(values: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(integers, d) with values = integers / 10^d exactly for the smallest d <= MAX_DECIMALS, or
+    None when there is no such d or a class sum could leave int64.
+
+    Why: the values come from decimal texts; as units of 10^-d they are exact integers, so
+    sums, means and midpoints are exact (no binary rounding, no dependence on summation
+    order) and the released text is the decimal the definition gives (0.1 and 0.2 have the
+    median 0.15, not 0.15000000000000002).
+    """
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    top = float(np.abs(values).max())
+    for d in range(MAX_DECIMALS + 1):
+        scaled = values * 10.0 ** d
+        if top * 10.0 ** d * values.size * 200 >= SUM_LIMIT:
+            return None
+        ints = np.rint(scaled)
+        if np.array_equal(ints / 10.0 ** d, values):
+            return ints.astype(np.int64), d
+    return None
+
+
+def decimal_text(numerator: int, exponent: int) -> str:
+    """numerator / 10^exponent written exactly, without trailing zeros (-0.05, 40, 39.5)."""
+    sign = "-" if numerator < 0 else ""
+    digits = str(abs(numerator)).rjust(exponent + 1, "0")
+    whole, frac = (digits[:-exponent], digits[-exponent:]) if exponent else (digits, "")
+    frac = frac.rstrip("0")
+    return sign + whole + ("." + frac if frac else "") if (whole != "0" or frac) else "0"
+
+
+def _half_even(numerator: int, denominator: int) -> int:
+    """numerator / denominator (> 0) rounded to an integer, a tie to the even one."""
+    q, r = divmod(numerator, denominator)
+    if 2 * r > denominator or (2 * r == denominator and q % 2):
+        q += 1
+    return q
+
+
 def class_aggregates(values: np.ndarray, labels: np.ndarray, function: str) -> tuple[list[str], np.ndarray]:
     """(released text, released number) of each class 0..g-1 of the rows with label >= 0.
 
@@ -92,42 +136,71 @@ def class_aggregates(values: np.ndarray, labels: np.ndarray, function: str) -> t
     lab, val = labels[keep], np.asarray(values, dtype=np.float64)[keep]
     if lab.size == 0:
         return [], np.zeros(0)
-    order = np.lexsort((val, lab))  # by class, then by value: the multiset, not row order, decides
+    exact = fixed_point(val)
+    if exact is None:
+        return _float_aggregates(val, lab, function)
+    ints, d = exact
+    order = np.lexsort((ints, lab))  # by class, then by value: the multiset, not row order, decides
+    lab, ints = lab[order], ints[order]
+    sizes = np.bincount(lab)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    last = starts + sizes - 1
+    if function == "mean":
+        sums = np.add.reduceat(ints, starts)  # int64, exact (fixed_point bounds every sum)
+        hundredths = [_half_even(int(t) * 10 ** MEAN_DECIMALS, int(n) * 10 ** d)
+                      for t, n in zip(sums.tolist(), sizes.tolist())]
+        texts = [decimal_text(q, MEAN_DECIMALS) for q in hundredths]
+        numbers = np.asarray(hundredths, dtype=np.float64) / 10 ** MEAN_DECIMALS
+    elif function == "median":
+        twice = ints[starts + (sizes - 1) // 2] + ints[starts + sizes // 2]  # the two middle values (equal if odd)
+        texts = [decimal_text(int(t) * 5, d + 1) for t in twice.tolist()]
+        numbers = twice / (2.0 * 10 ** d)
+    elif function == "interval":
+        lo, hi = ints[starts], ints[last]
+        texts = [f"[{decimal_text(a, d)}, {decimal_text(b, d)}]" for a, b in zip(lo.tolist(), hi.tolist())]
+        numbers = (lo + hi) / (2.0 * 10 ** d)
+    else:  # mode
+        best = _modes(ints, lab, sizes.size)
+        texts = [decimal_text(int(v), d) for v in best.tolist()]
+        numbers = best / 10.0 ** d
+    return texts, np.asarray(numbers, dtype=np.float64)
+
+
+def _modes(ordered: np.ndarray, lab: np.ndarray, classes: int) -> np.ndarray:
+    """Per class the most frequent value, the smallest among equally frequent ones; rows sorted
+    by (class, value)."""
+    new_run = np.ones(ordered.size, dtype=bool)
+    new_run[1:] = (lab[1:] != lab[:-1]) | (ordered[1:] != ordered[:-1])
+    run_starts = np.flatnonzero(new_run)
+    run_counts = np.diff(np.append(run_starts, ordered.size))
+    run_label, run_value = lab[run_starts], ordered[run_starts]
+    best = np.lexsort((run_value, -run_counts, run_label))  # per class: highest count, then smallest value
+    first = np.ones(best.size, dtype=bool)
+    first[1:] = run_label[best][1:] != run_label[best][:-1]
+    out = np.zeros(classes, dtype=ordered.dtype)
+    out[run_label[best][first]] = run_value[best][first]
+    return out
+
+
+def _float_aggregates(val: np.ndarray, lab: np.ndarray, function: str) -> tuple[list[str], np.ndarray]:
+    """The aggregates in binary floating point, for values no decimal scale holds exactly
+    (more than MAX_DECIMALS decimals, or sums beyond int64): the mean is the sum of the
+    class's values in ascending order, divided and rounded by numpy."""
+    order = np.lexsort((val, lab))
     lab, val = lab[order], val[order]
     sizes = np.bincount(lab)
-    present = sizes > 0
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     if function == "mean":
-        sums = np.add.reduceat(val, starts[present])
-        means = np.zeros(sizes.size)
-        means[present] = sums / sizes[present]
-        numbers = np.round(means, MEAN_DECIMALS)
-        texts = [number_text(float(x)) for x in numbers]
+        numbers = np.round(np.add.reduceat(val, starts) / sizes, MEAN_DECIMALS)
     elif function == "median":
-        lower = starts + np.maximum(sizes - 1, 0) // 2
-        upper = starts + sizes // 2
-        safe = np.minimum(np.where(present, upper, 0), val.size - 1)
-        numbers = (val[np.minimum(lower, val.size - 1)] + val[safe]) / 2.0
-        texts = [number_text(float(x)) for x in numbers]
+        numbers = (val[starts + (sizes - 1) // 2] + val[starts + sizes // 2]) / 2.0
     elif function == "interval":
-        last = np.maximum(starts + sizes - 1, 0)
-        lo, hi = val[np.minimum(starts, val.size - 1)], val[np.minimum(last, val.size - 1)]
-        numbers = (lo + hi) / 2.0
-        texts = [f"[{number_text(float(a))}, {number_text(float(b))}]" for a, b in zip(lo, hi)]
-    else:  # mode
-        new_run = np.ones(val.size, dtype=bool)
-        new_run[1:] = (lab[1:] != lab[:-1]) | (val[1:] != val[:-1])
-        run_starts = np.flatnonzero(new_run)
-        run_counts = np.diff(np.append(run_starts, val.size))
-        run_label, run_value = lab[run_starts], val[run_starts]
-        # per class: highest count first, then the smallest value
-        best = np.lexsort((run_value, -run_counts, run_label))
-        first = np.ones(best.size, dtype=bool)
-        first[1:] = run_label[best][1:] != run_label[best][:-1]
-        numbers = np.zeros(sizes.size)
-        numbers[run_label[best][first]] = run_value[best][first]
-        texts = [number_text(float(x)) for x in numbers]
-    return texts, np.asarray(numbers, dtype=np.float64)
+        lo, hi = val[starts], val[starts + sizes - 1]
+        return ([f"[{number_text(float(a))}, {number_text(float(b))}]" for a, b in zip(lo, hi)],
+                (lo + hi) / 2.0)
+    else:
+        numbers = _modes(val, lab, sizes.size)
+    return [number_text(float(x)) for x in numbers], numbers
 
 
 @dataclass

@@ -132,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
     options.update(protocol_a_options(args, config.quasi_identifiers, hierarchies))
     options.update(protocol_options(args.protocol, config.metric, counters=args.counters,
                                     pseudotuples=args.pseudotuples))
+    # Protocol C (horizontal) releases class means from encrypted class sums: the recipient never
+    # sees those columns' raw values; every other aggregated column is aggregated at the recipient
+    means = [c for c, f in spec.aggregate.items() if f == "mean"] \
+        if args.protocol == "C" and args.distribution == "horizontal" and not config.needs_subset else []
+    if means:
+        options["aggregate_means"] = means
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
     # the reaper removes the folder should this process be killed (SIGKILL skips the `with`)
@@ -147,14 +153,17 @@ def run(args: argparse.Namespace) -> int:
     summary = result_summary(sim.party_reports)
     # the recipient aggregates after decryption (it has seen the integrated table's raw values)
     out_rows, aggregated = aggregate_rows(sim.columns, sim.rows, config.quasi_identifiers,
-                                          summary.get("suppressed_rows"), spec.aggregate)
+                                          summary.get("suppressed_rows"),
+                                          {c: f for c, f in spec.aggregate.items() if c not in means})
     write_table_csv(spec.output, sim.columns, out_rows, spec.delimiter)
     phases = protocol_phases(args.protocol)
     report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(out_rows),
               "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports, phases),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
-              **({"aggregation": loss_report(aggregated)} if aggregated else {}),
+              **({"aggregation": {**loss_report(aggregated),
+                                  **{c: {"function": "mean", "computed_by": "Protocol C: encrypted class sums"}
+                                     for c in means}}} if spec.aggregate else {}),
               "classes": summary.get("classes"), "removed_columns": removed,
               "columns": {"quasi_identifiers": list(config.quasi_identifiers),
                           "sensitive": list(config.sensitive_attributes),

@@ -118,7 +118,7 @@ def decimal_text(numerator: int, exponent: int) -> str:
     return sign + whole + ("." + frac if frac else "") if (whole != "0" or frac) else "0"
 
 
-def _half_even(numerator: int, denominator: int) -> int:
+def round_half_even(numerator: int, denominator: int) -> int:
     """numerator / denominator (> 0) rounded to an integer, a tie to the even one."""
     q, r = divmod(numerator, denominator)
     if 2 * r > denominator or (2 * r == denominator and q % 2):
@@ -147,7 +147,7 @@ def class_aggregates(values: np.ndarray, labels: np.ndarray, function: str) -> t
     last = starts + sizes - 1
     if function == "mean":
         sums = np.add.reduceat(ints, starts)  # int64, exact (fixed_point bounds every sum)
-        hundredths = [_half_even(int(t) * 10 ** MEAN_DECIMALS, int(n) * 10 ** d)
+        hundredths = [round_half_even(int(t) * 10 ** MEAN_DECIMALS, int(n) * 10 ** d)
                       for t, n in zip(sums.tolist(), sizes.tolist())]
         texts = [decimal_text(q, MEAN_DECIMALS) for q in hundredths]
         numbers = np.asarray(hundredths, dtype=np.float64) / 10 ** MEAN_DECIMALS
@@ -294,4 +294,5 @@ def aggregate_table(output: EncodedTable, quasi_identifiers: Sequence[str], rele
 
 
 __all__ = ["FUNCTIONS", "MEAN_DECIMALS", "SUPPRESSED", "AggregatedColumn", "aggregate_column", "aggregate_table", "check_function",
-           "class_aggregates", "class_labels", "parse_numbers", "within_class_loss"]
+           "class_aggregates", "class_labels", "decimal_text", "fixed_point", "parse_numbers", "round_half_even",
+           "within_class_loss"]

@@ -59,7 +59,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
-                      options=("counters", "pseudotuples")),
+                      options=("counters", "pseudotuples", "aggregate_means")),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,

@@ -302,3 +302,30 @@ def test_the_verifier_names_a_wrong_aggregate(files, tmp_path):
     assert len(problems) == 1 and "'x_mean' = '1.59'" in problems[0] and "'1.58'" in problems[0]
     out.write_text(text.replace("*;*;*;*;*", "*;*;100;*;*"))  # the suppressed row's raw value
     assert any("suppressed, but 'x_median' holds '100'" in p for p in check())
+
+
+def test_large_and_finely_divided_values_take_their_exact_or_float_path_in_any_row_order():
+    import numpy as np
+
+    from fedanon.microagg.classwise import class_aggregates
+    from fedanon.oracle.aggregates import expected_aggregate
+
+    rng = np.random.default_rng(7)
+    labels = np.array([0] * 20 + [1] * 20)
+    # integers near 3e14: 40 of them sum beyond 2^53 (no exact float sum) yet within int64
+    big = [str(3 * 10 ** 14 + int(v)) for v in rng.integers(-10 ** 6, 10 ** 6, 40)]
+    fine = [repr(float(v)) for v in rng.normal(0, 1, 40)]  # ~17 significant digits: the float path
+    for texts in (big, fine):
+        values = np.array([float(t) for t in texts])
+        first = None
+        for _ in range(3):
+            order = rng.permutation(40)
+            for function in FUNCTIONS:
+                got, _numbers = class_aggregates(values[order], labels[order], function)
+                if texts is big:
+                    for c in (0, 1):
+                        want = expected_aggregate(function, [t for t, lab in zip(texts, labels) if lab == c])
+                        assert got[c] == want, function
+                elif function == "mean":
+                    first = got if first is None else first
+                    assert got == first  # the float path sums each class in ascending order

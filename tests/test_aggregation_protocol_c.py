@@ -120,3 +120,15 @@ def test_unsupported_class_mean_settings_stop_the_run(options, needle):
                            {"p1": "primary", "p2": "primary", "helper": "helper"}, "p1", options)
     run = run_in_memory(settings, local, timeout_s=120)
     assert run.errors and any(needle in str(e) for e in run.errors.values()), run.errors
+
+
+def test_a_value_the_encoding_cannot_carry_fails_simulate_in_one_line(tmp_path, capsys):
+    from cli_checks import one_line_error
+
+    table = tmp_path / "t.csv"
+    table.write_text("g;x\na;1.5\na;2.25\nb;1.23456\nb;4\n", encoding="utf-8")
+    hierarchy = tmp_path / "g.csv"
+    hierarchy.write_text("a;*\nb;*\n", encoding="utf-8")
+    line = one_line_error(capsys, "simulate", "--protocol", "C", "--parties", "2", table, "--qi", f"g={hierarchy}",
+                          "--k", "2", "--aggregate", "x=mean", "-o", tmp_path / "o.csv", "-q")
+    assert f"{table}, line 4: column 'x' holds '1.23456'" in line and "at most 4 decimals" in line

@@ -114,7 +114,7 @@ def protocol_a_options(args: argparse.Namespace, qis: list[str], hierarchies: di
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedanon.cli.kit.aggregation import aggregate_rows, aggregated_values, loss_report
+    from fedanon.cli.kit.aggregation import aggregate_rows, aggregated_values, check_fixed_point, loss_report
     from fedanon.cli.kit.inputs import load_inputs
     from fedanon.data.io.delimited import write_table_csv
     from fedanon.cli.kit.runconfig import run_from_args
@@ -137,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
     means = [c for c, f in spec.aggregate.items() if f == "mean"] \
         if args.protocol == "C" and args.distribution == "horizontal" and not config.needs_subset else []
     if means:
+        from fedanon.protocols.c.class_means import FIXED_DECIMALS, OFFSET, encodable
+
+        check_fixed_point(table, means, encodable,
+                          f"Protocol C's class means take at most {FIXED_DECIMALS} decimals and magnitudes below "
+                          f"{OFFSET / 10 ** FIXED_DECIMALS:.3g}")
         options["aggregate_means"] = means
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()

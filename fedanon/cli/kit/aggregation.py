@@ -10,14 +10,14 @@ depends on the multiset of each class's values only, so both release the same te
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from fedanon.data.io.columnar import ColumnarTable
 from fedanon.data.table import EncodedTable
 from fedanon.engine.result import AnonymizationResult
-from fedanon.errors import FedanonError
+from fedanon.errors import FedanonError, InputError
 from fedanon.microagg.classwise import AggregatedColumn, aggregate_table, parse_numbers
 from fedanon.microagg.io import numeric_column
 from fedanon.report.risk import suppressed_rows_mask
@@ -27,6 +27,17 @@ def aggregated_values(table: ColumnarTable, functions: Mapping[str, str]) -> dic
     """Each aggregated column as float64, one per input row; `InputError` naming file, line and
     value at the first cell that is not a finite number (before any work starts)."""
     return {name: numeric_column(table, name) for name in functions}
+
+
+def check_fixed_point(table: ColumnarTable, names: Sequence[str], fits: Callable[[str], bool], what: str) -> None:
+    """`InputError` naming file, line and value at the first cell of `names` that `fits` refuses."""
+    for name in names:
+        c = table.index(name)
+        bad = [code for code, value in enumerate(table.dictionaries[c]) if not fits(value)]
+        if bad:
+            row = int(np.flatnonzero(np.isin(table.codes[c], bad))[0])
+            value = table.dictionaries[c][int(table.codes[c][row])]
+            raise InputError(f"{table.source}, {table.where([row])[0]}: column {name!r} holds {value[:40]!r}; {what}")
 
 
 def loss_report(columns: Mapping[str, AggregatedColumn]) -> dict[str, dict[str, Any]]:

@@ -55,6 +55,15 @@ def mean_columns(options: dict[str, Any]) -> list[str]:
     return list(names)
 
 
+def encodable(text: str) -> bool:
+    """Whether a value fits the fixed-point encoding (FIXED_DECIMALS decimals, below the bound)."""
+    try:
+        scaled = Decimal(text.strip()) * Decimal(10) ** FIXED_DECIMALS
+    except InvalidOperation:
+        return False
+    return scaled.is_finite() and scaled == scaled.to_integral_value() and abs(scaled) < OFFSET
+
+
 def encode_values(texts: Sequence[str], real: np.ndarray, column: str) -> list[int]:
     """The plaintexts a primary encrypts for one column: E = V + OFFSET per real row, 0 per pseudotuple."""
     scale = Decimal(10) ** FIXED_DECIMALS
@@ -63,15 +72,11 @@ def encode_values(texts: Sequence[str], real: np.ndarray, column: str) -> list[i
         if not is_real:
             out.append(0)
             continue
-        try:
-            scaled = Decimal(text.strip()) * scale
-        except InvalidOperation:
-            raise ProtocolError(f"row {line} of column {column!r}: not a number") from None
-        if not scaled.is_finite() or scaled != scaled.to_integral_value() or abs(scaled) >= OFFSET:
+        if not encodable(text):
             raise ProtocolError(f"row {line} of column {column!r}: a class mean in Protocol C takes values with at "
                                 f"most {FIXED_DECIMALS} decimals and below {OFFSET / 10 ** FIXED_DECIMALS:.3g} in "
                                 "magnitude")
-        out.append(int(scaled) + OFFSET)
+        out.append(int(Decimal(text.strip()) * scale) + OFFSET)
     return out
 
 

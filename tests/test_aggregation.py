@@ -184,8 +184,8 @@ def test_simulate_b_releases_what_anonymize_releases(files, tmp_path):
     assert sorted(sim.read_text().splitlines()) == sorted(ref.read_text().splitlines())
 
 
-@pytest.mark.parametrize("command", ["anonymize", "simulate"])
-def test_no_raw_value_of_an_aggregated_column_reaches_an_output(tmp_path, command):
+@pytest.mark.parametrize("command, protocol", [("anonymize", None), ("simulate", "B"), ("simulate", "C")])
+def test_no_raw_value_of_an_aggregated_column_reaches_an_output(tmp_path, command, protocol):
     # class means 1000.5 and 2000.5 differ from every raw value; the suppressed row's 7777.125 too
     values = {"a": ["999.125", "1001.875", "1000.625", "1000.375"], "b": ["2000.25", "2000.75", "1999.5", "2001.5"]}
     table = tmp_path / "t.csv"
@@ -195,11 +195,15 @@ def test_no_raw_value_of_an_aggregated_column_reaches_an_output(tmp_path, comman
     out, report, html = tmp_path / "out.csv", tmp_path / "r.json", tmp_path / "r.html"
     args = [command, str(table), "--qi", f"g={hierarchy}", "--k", "2", "--suppression", "0.2", "--metric", "loss",
             "--aggregate", "x=mean", "-o", str(out), "--report", str(report), "--html", str(html), "-q"]
-    if command == "simulate":
-        args[1:1] = ["--protocol", "B", "--parties", "2"]
+    if command == "simulate":  # C: the class means come from encrypted class sums
+        args[1:1] = ["--protocol", protocol, "--parties", "2"]
     assert main(args) == 0
     assert sorted(out.read_text().splitlines()[1:]) == ["*;*"] + ["a;1000.5"] * 4 + ["b;2000.5"] * 4
-    assert json.loads(report.read_text())["aggregation"]["x"]["sse_sst"] > 0
+    figures = json.loads(report.read_text())["aggregation"]["x"]
+    if protocol == "C":  # SSE/SST needs every row's value, which no party of C has
+        assert "sse_sst" not in figures and "Protocol C" in figures["computed_by"]
+    else:
+        assert figures["sse_sst"] > 0
     assert "<h2>Aggregated attributes</h2>" in html.read_text(encoding="utf-8")
     for path in (out, report, html):
         text = path.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ class sums (and, as before, the row counters, whose per-class totals are the cla
 and releases each kept row's class mean; a suppressed row releases '*'. No party sees
 another's value: the helper sees ciphertexts only, the key holder sums of whole classes.
 
-Fixed-point encoding: a value v is sent as round-free V = v x 10^FIXED_DECIMALS (a value with
+Fixed-point encoding: a value v is sent as the integer V = v x 10^FIXED_DECIMALS (a value with
 more decimals is refused), shifted by OFFSET = 2^VALUE_BITS so that negative values encode as
 non-negative integers: E = V + OFFSET in [0, 2^(VALUE_BITS+1)) for |V| < 2^VALUE_BITS. A class
 of c real rows (and any pseudotuples, which add 0) sums to S + c x OFFSET; the key holder, who

@@ -8,12 +8,15 @@ very same engine runs, and the answer comes back typed:
 * QI columns left at level 0 keep their dtype; generalized QI columns become
   `category` columns holding the hierarchy's labels;
 * suppressed QI cells are missing values (NA / NaN / NaT) in every QI column;
-* sensitive and `insensitive` columns are returned unchanged; every other
+* sensitive and `insensitive` columns are returned unchanged; `aggregate` columns
+  (numeric) hold their released class's aggregate (float for mean, median and mode,
+  the text "[min, max]" for interval; missing where the row is suppressed); every other
   column has no declared role and is dropped (never reaches the output).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from fedanon.engine.result import AnonymizationResult
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, InputError
 from fedanon.data.builders import BUILDERS, build_for_values
+from fedanon.microagg.classwise import FUNCTIONS, aggregate_table, parse_numbers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,6 +99,8 @@ class Report:
     suppressed: "pd.Series"
     dropped_columns: list[str] = field(default_factory=list)
     research_subset: np.ndarray | None = None
+    #: per aggregated column: function, classes and the within-class SSE/SST figures
+    aggregation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def transformation(self) -> dict[str, int]:
@@ -108,14 +114,19 @@ class Report:
     def analysis(self) -> "Analysis":
         from fedanon.report.analysis import analyze
 
+        summary: dict[str, Any] = {"input": "(pandas DataFrame)"}
+        if self.aggregation:
+            summary["aggregation"] = self.aggregation
         return analyze(self.table, self.hierarchies, self.config, self.result,
-                       research_subset=self.research_subset, summary={"input": "(pandas DataFrame)"})
+                       research_subset=self.research_subset, summary=summary)
 
     def to_dict(self) -> dict[str, Any]:
         """The same JSON-able report `fedanon anonymize --report` writes (engine summary, risk, utility)."""
         out = self.result.to_report()
         out["config"] = self.config.to_dict()
         out["dropped_columns"] = list(self.dropped_columns)
+        if self.aggregation:
+            out["aggregation"] = {name: dict(x) for name, x in self.aggregation.items()}
         out.update(self.analysis.to_dict())
         return out
 
@@ -184,6 +195,7 @@ def anonymize_frame(
     metric: str = "nonuniform-entropy",
     insensitive: Sequence[str] = (),
     sensitive_hierarchy: HierarchyLike | None = None,
+    aggregate: Mapping[str, str] | None = None,
     **models: Any,
 ) -> tuple["pd.DataFrame", Report]:
     """Optimally anonymize a DataFrame with the Flash engine.
@@ -198,6 +210,9 @@ def anonymize_frame(
     `dp='EPSILON,DELTA'` (or a table with epsilon, delta, steps, search_budget, seed) draws an
     (ε, δ)-differentially private SafePub release instead: the frame then holds the sampled
     rows only (their original index) and `report.result.extra["dp"]` the parameters and budget.
+    `aggregate` maps numeric columns to 'mean', 'median', 'interval' or 'mode': each is released
+    as its equivalence class's aggregate (not a quasi-identifier of the search; see
+    `fedanon.microagg.classwise`), its SSE/SST in `report.aggregation`.
     """
     pd = _pandas()
     if not isinstance(df, pd.DataFrame):
@@ -206,7 +221,12 @@ def anonymize_frame(
     if len(set(columns)) != len(columns):
         raise InputError(f"duplicate column names in the DataFrame: {columns}")
     qis = [str(q) for q in qi]
-    declared = qis + ([sensitive] if sensitive else []) + [str(c) for c in insensitive]
+    functions = {str(c): str(f) for c, f in (aggregate or {}).items()}
+    for name, function in functions.items():
+        if function not in FUNCTIONS:
+            raise InputError(f"anonymize_frame: unknown aggregate function {function[:40]!r} for column {name!r}; "
+                             f"known: {', '.join(FUNCTIONS)}")
+    declared = qis + ([sensitive] if sensitive else []) + [str(c) for c in insensitive] + list(functions)
     for name in declared:
         if name not in columns:
             raise InputError(f"unknown column {name!r}; the DataFrame has columns: {', '.join(columns)}")
@@ -223,12 +243,20 @@ def anonymize_frame(
                      suppression, metric, hierarchies.get(sensitive) if sensitive is not None else None)
     table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
         EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
+    values = {name: _numbers(name, text[name], frame.index) for name in functions}
     sampled = config.model("dp") is not None
     result = release(table, hierarchies, config) if sampled else anonymize(table, hierarchies, config)
     report_config = config
     if sampled:  # a DP release holds the sampled rows only; the report judges them as k-anonymity
         frame = frame.iloc[result.released]
         table, report_config = sampled_view(table, config, result)
+    aggregated = {}
+    if functions:
+        rows = result.released
+        output, aggregated = aggregate_table(
+            result.output, qis, ~np.asarray(result.suppressed, dtype=bool),
+            {n: (v if rows is None else v[rows]) for n, v in values.items()}, functions)
+        result = dataclasses.replace(result, output=output)
     suppressed = np.asarray(result.suppressed, dtype=bool)
     out = {}
     for c in keep:
@@ -238,10 +266,26 @@ def anonymize_frame(
             level = result.transformation[c]
             _, level_dicts = hierarchies[c].code_map(table.dictionaries[table.column_index(c)])
             out[c] = _typed(pd, frame[c], values, level, suppressed, level_dicts[level])
+        elif c in aggregated:
+            column = aggregated[c]
+            out[c] = pd.Series(column.texts() if column.function == "interval" else column.numbers(),
+                               index=frame.index, name=c, dtype=object if column.function == "interval" else float)
+            if column.function == "interval":
+                out[c][suppressed] = None
         else:
             out[c] = frame[c]
     result_frame = pd.DataFrame(out, index=frame.index)[keep]
     report = Report(result, report_config, hierarchies, table,
                     pd.Series(suppressed, index=frame.index, name="suppressed"),
-                    dropped_columns=[c for c in columns if c not in declared])
+                    dropped_columns=[c for c in columns if c not in declared],
+                    aggregation={n: dict(x.loss) for n, x in aggregated.items()})
     return result_frame, report
+
+
+def _numbers(name: str, texts: list[str], index: Any) -> np.ndarray:
+    """An aggregated column as floats; InputError naming the row (index label) and the value."""
+    numbers, bad = parse_numbers(texts)
+    if bad is not None:
+        raise InputError(f"anonymize_frame: column {name!r}, row {list(index)[bad]!r}: aggregated columns must hold "
+                         f"numbers, got {texts[bad][:40]!r}")
+    return numbers

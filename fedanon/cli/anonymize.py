@@ -23,6 +23,7 @@ from fedanon.engine.search.heuristic import DEFAULT_NODE_BUDGET, SearchLimits
 from fedanon.engine.check.backends.base import DEFAULT_BACKEND, check_backend
 from fedanon.engine.check.backends.processes import AUTO_MAX_WORKERS, AUTO_MIN_ROWS, resolve_workers
 from fedanon.data.io.delimited import write_columns
+from fedanon.cli.kit.aggregation import aggregate_engine_result, aggregated_values, loss_report
 from fedanon.cli.kit.inputs import load_inputs
 from fedanon.cli.kit.runconfig import RunSpec, add_privacy_arguments, run_from_args
 from fedanon.data.io.registry import format_of
@@ -108,6 +109,8 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
     rows = [("input", str(spec.input)), *result_rows(report)]
     if spec.insensitive:
         rows.append(("insensitive", ", ".join(spec.insensitive) + " (unchanged)"))
+    for name, figures in report.get("aggregation", {}).items():
+        rows.append((f"aggregated {name}", f"class {figures['function']}, SSE/SST {figures['sse_sst']:.4g}"))
     if "loss_lower_bound" in report:
         limit = report.get("time_limit_s")
         rows.append(("optimum", "proven" if report["optimum_found"] else
@@ -205,6 +208,7 @@ def run_partitioned(args: argparse.Namespace, spec: RunSpec) -> int:
 
     config, hierarchy_paths, _sensitive, subset_path = spec.privacy
     refused = [flag for flag, given in (("delta-presence's research subset", subset_path is not None), ("--verify", args.verify),
+                                        ("--aggregate", bool(spec.aggregate)),
                                         ("--html", args.html is not None), ("--drop-suppressed", spec.drop_suppressed))
                if given]
     if refused:
@@ -256,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--verify re-checks a deterministic optimum; a --dp release is a random draw "
                          "(its k and budget are in the report): leave out --verify")
     table, kept, removed, hierarchies, subset = load_inputs(spec)
+    values = aggregated_values(table, spec.aggregate)  # a non-number fails here, before the search
 
     released = table.select(kept)
     encoded = released.encoded()
@@ -272,6 +277,9 @@ def run(args: argparse.Namespace) -> int:
                                keep_prepared=spec.report is not None or args.html is not None)  # the report reuses it
     finally:
         stop()
+    # the transformation is chosen: aggregated columns become their released class's aggregate
+    # before anything is written, so no raw value of theirs reaches an output
+    result, aggregated = aggregate_engine_result(result, config.quasi_identifiers, values, spec.aggregate, subset)
 
     suppressed = np.asarray(result.suppressed, dtype=bool)
     keep = np.ones(result.output.n_rows, dtype=bool)
@@ -293,11 +301,14 @@ def run(args: argparse.Namespace) -> int:
             "config": config.to_dict(),
             "columns": {"quasi_identifiers": list(config.quasi_identifiers),
                         "sensitive": list(config.sensitive_attributes),
-                        "insensitive": list(spec.insensitive), "removed": removed},
+                        "insensitive": list(spec.insensitive), "aggregated": dict(spec.aggregate),
+                        "removed": removed},
             "removed_columns": removed,
             # what `fedanon risk --report` needs to tell suppressed all-'*' rows of the file from released ones
             "suppressed_rows_in_output": int((suppressed & keep).sum()),
         })
+        if aggregated:
+            report["aggregation"] = loss_report(aggregated)
         if subset is not None:
             # suppressed_rows counts population rows; this is what the release loses
             report["research_subset_rows"] = int(subset.sum())
@@ -307,7 +318,19 @@ def run(args: argparse.Namespace) -> int:
 
             finish_output()  # the verifier re-reads the file: the file is the result, not the rows in memory
             out_rows = [[v.decode("utf-8", "backslashreplace") for v in row] for row in out.decode_rows()]
-            problems = verify_output_file(spec.output, spec.delimiter, kept, released.rows(), config, hierarchies,
+            raw_rows = released.rows()
+            problems = []
+            if aggregated:
+                from fedanon.oracle.aggregates import aggregate_violations
+
+                # the aggregates recomputed from their definition on the file, in exact arithmetic
+                problems = aggregate_violations(spec.output, spec.delimiter, kept, raw_rows, config.quasi_identifiers,
+                                                spec.aggregate, written=keep.tolist(), suppressed=suppressed.tolist())
+                for c in [kept.index(name) for name in aggregated]:
+                    # the row-level verifier judges the rest of the release against the input
+                    for raw, written_row in zip(raw_rows, out_rows):
+                        raw[c] = written_row[c]
+            problems += verify_output_file(spec.output, spec.delimiter, kept, raw_rows, config, hierarchies,
                                           written=keep.tolist(), unwritten_rows=out_rows,  # output is UTF-8
                                           research_subset=subset,
                                           transformation=result.transformation, suppressed=suppressed,

@@ -72,13 +72,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedanon.cli.kit.aggregation import aggregate_rows, aggregated_values, check_fixed_point, loss_report
     from fedanon.cli.kit.inputs import load_inputs
     from fedanon.data.io.delimited import write_table_csv
     from fedanon.cli.kit.runconfig import run_from_args
+    from fedanon.protocols.registry import protocol_spec
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     config, hierarchy_paths, _sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
+    aggregated_values(table, spec.aggregate)  # a non-number fails here, before any party starts
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
         hierarchy_paths = {}
@@ -87,6 +90,15 @@ def run(args: argparse.Namespace) -> int:
     options = {"per_party_keys": True} if args.per_party_keys else {}
     options.update(protocol_flag_options(args, args.protocol, config.quasi_identifiers, hierarchies))
     options.update(protocol_options(args.protocol, config.metric))  # refuses a metric it cannot optimize
+    # a protocol with a class-means route (C, horizontal) releases mean columns from encrypted class
+    # sums: the recipient never sees those columns' raw values; every other aggregated column is
+    # aggregated at the recipient
+    route = protocol_spec(args.protocol).class_means
+    means = [c for c, f in spec.aggregate.items() if f == "mean"] \
+        if route is not None and args.distribution in route.splits and not config.needs_subset else []
+    if means:
+        check_fixed_point(table, means, route.encodable, route.limits)
+        options[route.option] = means
     header = kept  # identifying columns are removed before the table is dealt to the parties
     rows = table.select(kept).rows()
     # the reaper removes the folder should this process be killed (SIGKILL skips the `with`)
@@ -99,18 +111,26 @@ def run(args: argparse.Namespace) -> int:
                              subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
                              protocol=args.protocol)
-    write_table_csv(spec.output, sim.columns, sim.rows, spec.delimiter)
     summary = result_summary(sim.party_reports)
+    # the recipient aggregates after decryption (it has seen the integrated table's raw values)
+    out_rows, aggregated = aggregate_rows(sim.columns, sim.rows, config.quasi_identifiers,
+                                          summary.get("suppressed_rows"),
+                                          {c: f for c, f in spec.aggregate.items() if c not in means})
+    write_table_csv(spec.output, sim.columns, out_rows, spec.delimiter)
     phases = protocol_phases(args.protocol)
-    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(sim.rows),
+    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(out_rows),
               "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports, phases),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
+              **({"aggregation": {**loss_report(aggregated),
+                                  **{c: {"function": "mean", "computed_by": "Protocol C: encrypted class sums"}
+                                     for c in means}}} if spec.aggregate else {}),
               "classes": summary.get("classes"), "removed_columns": removed,
               "columns": {"quasi_identifiers": list(config.quasi_identifiers),
                           "sensitive": list(config.sensitive_attributes),
                           "insensitive": [c for c in kept if c not in config.quasi_identifiers
-                                          and c not in config.sensitive_attributes],
+                                          and c not in config.sensitive_attributes and c not in spec.aggregate],
+                          "aggregated": dict(spec.aggregate),
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
     if (spec.report or args.html) and report.get("transformation"):
@@ -118,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
         # the simulation holds the pooled input: input and output risk, utility (a real run cannot)
         analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.columns,
-                                           sim.rows, research_subset=subset)
+                                           out_rows, research_subset=subset)
         report.update(analysis.to_dict())
         if args.html:
             analysis.write_html(args.html, f"fedanon simulate: Protocol {args.protocol}, {args.distribution}, "
@@ -148,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "
-            f"{summary.get('suppressed_rows', 0)} suppressed, {len(sim.rows)} rows -> {spec.output}, "
+            f"{summary.get('suppressed_rows', 0)} suppressed, {len(out_rows)} rows -> {spec.output}, "
             f"removed columns: {', '.join(removed) or 'none'}, "
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "

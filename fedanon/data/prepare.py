@@ -20,13 +20,13 @@ MAX_LISTED = 20  # missing hierarchy values named one by one; the rest are count
 
 
 def column_roles(table: ColumnarTable, quasi_identifiers: Sequence[str], sensitive: Sequence[str] = (),
-                 insensitive: Sequence[str] = (), *, tid_column: str | None = None,
-                 subset_column: str | None = None) -> tuple[list[str], list[str]]:
+                 insensitive: Sequence[str] = (), aggregated: Sequence[str] = (), *,
+                 tid_column: str | None = None, subset_column: str | None = None) -> tuple[list[str], list[str]]:
     """(kept columns in input order, removed identifying columns).
 
     As in ARX, every column has a role; a column given none (not a QI, the
-    sensitive attribute or declared insensitive) is identifying and never reaches
-    an output. Declared columns must exist. A party's table may also hold the shared
+    sensitive attribute, declared insensitive or aggregated) is identifying and
+    never reaches an output. Declared columns must exist. A party's table may also hold the shared
     tuple identifier of a vertical split (`tid_column`, kept: the parties join on it) and
     a research-subset flag column (`subset_column`, read by `subset_from_column`; neither
     kept nor reported as removed).
@@ -41,7 +41,9 @@ def column_roles(table: ColumnarTable, quasi_identifiers: Sequence[str], sensiti
         _check_columns(table, name, "sensitive attribute")
     for name in insensitive:
         _check_columns(table, name, "insensitive")
-    declared = {*quasi_identifiers, *sensitive, *insensitive, *([tid_column] if tid_column else [])}
+    for name in aggregated:
+        _check_columns(table, name, "aggregated")
+    declared = {*quasi_identifiers, *sensitive, *insensitive, *aggregated, *([tid_column] if tid_column else [])}
     kept = [c for c in table.columns if c in declared]
     removed = [c for c in table.columns if c not in declared and c != subset_column]
     return kept, removed

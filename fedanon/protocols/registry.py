@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from fedanon.errors import ProtocolError
 from fedanon.protocols.a.flags import FLAGS as A_FLAGS
+from fedanon.protocols.c.class_means import ROUTE as C_MEANS
 from fedanon.protocols.c.flags import FLAGS as C_FLAGS
-from fedanon.protocols.kit.api import OptionFlag, RoleFunction
+from fedanon.protocols.kit.api import ClassMeansRoute, OptionFlag, RoleFunction
 
 # The two kinds of party every protocol is built from: a primary holds data, a helper holds none
 # (it computes on what the primaries send it). Protocols name their roles from these; the party
@@ -49,6 +50,7 @@ class ProtocolSpec:
     metrics: tuple[str, ...] | None = None  # the metrics it can optimize (None: every metric)
     options: tuple[str, ...] = ()  # run options (`[options]` keys) it reads besides the common ones
     flags: tuple[OptionFlag, ...] = ()  # command-line flags that set some of those options
+    class_means: ClassMeansRoute | None = None  # releases mean columns from encrypted class sums
 
 
 _SPECS: dict[str, ProtocolSpec] = {
@@ -67,7 +69,8 @@ _SPECS: dict[str, ProtocolSpec] = {
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
-                      options=("counters", "pseudotuples"), flags=C_FLAGS),
+                      options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
+                      class_means=C_MEANS),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,

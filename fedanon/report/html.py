@@ -152,6 +152,15 @@ def render(a: "Analysis", title: str) -> str:
     else:
         parts.append("<p class=note id=metrics>Loss per attribute and relative scores need the pooled input: "
                      "not available.</p>")
+    if s.get("aggregation"):
+        parts.append("<h2>Aggregated attributes</h2><p class=note>Each released row carries its equivalence "
+                     "class's aggregate (suppressed rows '*'). SSE/SST: squared differences between the values and "
+                     "the released numbers (an interval's midpoint; a suppressed row: the overall mean) over the "
+                     "squared deviations from the mean; 0 = nothing lost, 1 = no more than the overall mean.</p>")
+        parts.append(_table(["attribute", "function", "classes", "released rows", "suppressed rows", "SSE/SST"],
+                            [[name, x["function"], x.get("classes", "–"), x.get("released_rows", "–"),
+                              x.get("suppressed_rows", "–"), _num(x.get("sse_sst"), 4)]
+                             for name, x in s["aggregation"].items()], "aggregation"))
     parts.append("<h2>Value distributions before and after</h2><div class=grid>")
     for attr, d in a.distributions.items():
         parts.append(f'<figure class=distribution data-attribute="{_e(attr)}">'

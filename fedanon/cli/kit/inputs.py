@@ -59,7 +59,8 @@ def load_inputs(spec: RunSpec) -> Inputs:
     _config, hierarchy_paths, _sensitive, subset_path = spec.privacy
     table = read_table(spec.input, spec.delimiter, spec.encoding)
     config, _paths, sensitive, _subset = spec.privacy
-    kept, removed = column_roles(table, config.quasi_identifiers, config.sensitive_attributes, spec.insensitive)
+    kept, removed = column_roles(table, config.quasi_identifiers, config.sensitive_attributes, spec.insensitive,
+                                 list(spec.aggregate))
     hierarchies = {attr: Hierarchy.read_csv(path, attr, spec.hierarchy_sep, spec.encoding)
                    for attr, path in hierarchy_paths.items()}
     check_values_in_hierarchies(table, hierarchies)

@@ -23,6 +23,7 @@ from fedanon.model.metrics.registry import metric_names
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.kit.tomlfile import load_toml_file
 from fedanon.kit.suggest import check_known_keys
+from fedanon.microagg.classwise import FUNCTIONS
 
 
 class PrivacySpec(NamedTuple):
@@ -48,17 +49,19 @@ class RunSpec:
     encoding: str = "utf-8"
     hierarchy_delimiter: str | None = None      # None: the data file's delimiter
     insensitive: list[str] = field(default_factory=list)
+    aggregate: dict[str, str] = field(default_factory=dict)  # column -> function (mean, median, interval, mode)
 
     @property
     def hierarchy_sep(self) -> str:
         return self.hierarchy_delimiter or self.delimiter
 
     def declared_columns(self) -> list[str]:
-        """Every column given a role: QIs, the sensitive attribute, insensitive columns."""
+        """Every column given a role: QIs, the sensitive attribute, insensitive and aggregated columns."""
         config, _paths, _sensitive, _subset = self.privacy
         out = list(config.quasi_identifiers)
         out.extend(a for a in config.sensitive_attributes if a not in out)
-        return out + [c for c in self.insensitive if c not in out]
+        out += [c for c in self.insensitive if c not in out]
+        return out + [c for c in self.aggregate if c not in out]
 
 
 # --------------------------------------------------------------------------- argparse
@@ -91,7 +94,12 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
                    help=f"information-loss metric: {', '.join(metric_names())} (default {DEFAULT_METRIC})")
     g.add_argument("--insensitive", action="append", default=None, metavar="NAME",
                    help="a column released unchanged (repeat). Columns given no role (not a QI, "
-                        "sensitive or insensitive) are identifying and are removed from the output")
+                        "sensitive, insensitive or aggregated) are identifying and are removed from the output")
+    g.add_argument("--aggregate", action="append", default=None, metavar="NAME=FUNCTION",
+                   help="a numeric column released as its equivalence class's "
+                        f"{', '.join(FUNCTIONS[:-1])} or {FUNCTIONS[-1]} (repeat); not a quasi-identifier of "
+                        "the search: the classes come from the quasi-identifiers' generalization, suppressed "
+                        "rows get '*'")
     csv_group = parser.add_argument_group("CSV format")
     csv_group.add_argument("--delimiter", default=None, metavar="CHAR",
                            help="field delimiter of the data files (default ';'; \\t or tab for a tab)")
@@ -129,6 +137,35 @@ def parse_sensitive(text: str, base: Path | None = None) -> tuple[str, Path | No
     return name.strip(), (_resolve(path.strip(), base) if sep and path.strip() else None)
 
 
+def parse_aggregate(text: str) -> tuple[str, str, str]:
+    """--aggregate NAME=FUNCTION as (name, function, where it was given)."""
+    name, sep, function = text.partition("=")
+    if not sep or not name.strip() or not function.strip():
+        raise InputError(f"--aggregate {clip(text)!r}: expected NAME=FUNCTION ({', '.join(FUNCTIONS)}), "
+                         "e.g. --aggregate age=mean")
+    return name.strip(), function.strip(), f"--aggregate {clip(text)}"
+
+
+def _aggregate_roles(entries: list[tuple[str, str, str]], config: AnonymizationConfig,
+                     insensitive: list[str]) -> dict[str, str]:
+    """Column -> function, checked: a known function, a column given once and no other role."""
+    out: dict[str, str] = {}
+    for name, function, where in entries:
+        if function not in FUNCTIONS:
+            raise InputError(f"{where}: unknown aggregate function {clip(function)!r} for column {clip(name)!r}; "
+                             f"known: {', '.join(FUNCTIONS)}")
+        other = ("a quasi-identifier" if name in config.quasi_identifiers else
+                 "a sensitive attribute" if name in config.sensitive_attributes else
+                 "insensitive" if name in insensitive else None)
+        if other:
+            raise InputError(f"{where}: column {clip(name)!r} is declared aggregated and also {other}; "
+                             "a column has one role")
+        if name in out:
+            raise InputError(f"{where}: column {clip(name)!r} is aggregated twice")
+        out[name] = function
+    return out
+
+
 def _resolve(path: str | Path, base: Path | None) -> Path:
     if "\0" in str(path):
         raise InputError(f"path {clip(str(path).replace(chr(0), '<NUL>'))!r} contains a NUL character")
@@ -142,7 +179,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 _BASE_TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
-                   "sensitive", "drop_suppressed", "insensitive", "encoding", "hierarchy_delimiter"}
+                   "sensitive", "drop_suppressed", "insensitive", "encoding", "hierarchy_delimiter",
+                   "aggregate"}
 
 
 def toml_keys() -> set[str]:
@@ -191,6 +229,12 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise InputError(f"{source}: insensitive must be a list of column names, e.g. [\"comment\"]")
         out["insensitive"] = list(names)
+    if "aggregate" in doc:
+        table = doc["aggregate"]
+        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+            raise InputError(f"{source}: [aggregate] must be a table of NAME = \"FUNCTION\" "
+                             f"({', '.join(FUNCTIONS)}), e.g. age = \"mean\"")
+        out["aggregate"] = [(str(name), str(function), str(source)) for name, function in table.items()]
     if "qi" in doc:
         qi = doc["qi"]
         if not isinstance(qi, dict):
@@ -228,6 +272,8 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
         settings["sensitive"] = [parse_sensitive(text) for text in args.sensitive]
     if getattr(args, "insensitive", None):
         settings["insensitive"] = list(args.insensitive)
+    if getattr(args, "aggregate", None):
+        settings["aggregate"] = [parse_aggregate(text) for text in args.aggregate]
     for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
         value = getattr(args, key, None)
         if value is not None:
@@ -367,4 +413,5 @@ def run_from_args(args: argparse.Namespace) -> RunSpec:
         encoding=check_encoding(str(settings.get("encoding", "utf-8"))),
         hierarchy_delimiter=hierarchy_delimiter,
         insensitive=insensitive,
+        aggregate=_aggregate_roles(list(settings.get("aggregate", [])), config, insensitive),
     )

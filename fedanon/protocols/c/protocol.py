@@ -54,6 +54,7 @@ from fedanon.crypto.counters import (
 from fedanon.crypto.deterministic import generate_key
 from fedanon.crypto.keyagreement import sign_public_key, verify_public_key
 from fedanon.crypto.parallel import ChunkProgress
+from fedanon.stats.keys import group_keys
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
@@ -87,6 +88,7 @@ from fedanon.protocols.kit.keyshare import (
     verified_publics,
 )
 from fedanon.protocols.kit.progress import ProgressTicker, receive_progressing
+from fedanon.protocols.c.class_means import class_bounds, class_means, encode_values, mean_columns
 from fedanon.protocols.c.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.kit.release_tally import Tally, check_tallies, own_tally, shared_key_column, tally_key
 from fedanon.protocols.kit.resultcheck import check_result
@@ -233,8 +235,10 @@ class _Primary(KeySharingPrimary):
         ciphers = ColumnCiphers(self.settings.run_id, keys)
         tid = local.tid_column if self.vertical else None
         columns = [c for c in local.columns if c != tid]
+        means = mean_columns(self.settings.options)
         if not self.vertical:
-            columns = list(roster.columns)
+            # a column released as its class mean travels under the counter key only (class_means.py)
+            columns = [c for c in roster.columns if c not in means]
         fixed = {local.columns.index(tid)} if tid else set()
         fakes = resample_rows(local.rows, pseudotuple_count(len(local.rows), pseudotuple_share(self.settings.options)),
                               fixed)
@@ -266,6 +270,11 @@ class _Primary(KeySharingPrimary):
             mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
                 self.settings.primaries.index(self.me)
             parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm][mine].tolist(), ticker)
+        for name in means:
+            at = local.columns.index(name)
+            encoded = encode_values([row[at] for row in rows], real, name)
+            parts[f"values/{name}"] = b"".join(encryptor.encrypt_values(
+                [encoded[i] for i in perm.tolist()], progress=ChunkProgress(ticker.tick, COUNTER_CHUNK)))
         if config.needs_subset and local.research_subset is not None:
             flags = np.r_[np.asarray(local.research_subset, dtype=bool), np.zeros(len(fakes), bool)]
             parts["counters/subset"] = encrypt_in_chunks(encryptor, (flags & real)[perm].tolist(), ticker)
@@ -330,7 +339,31 @@ class _Primary(KeySharingPrimary):
         rows = decode_columns(out, plain)
         self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report,
                      facts)
-        return list(out.columns), rows, facts
+        columns = list(out.columns)
+        means = mean_columns(self.settings.options)
+        if means:
+            columns, rows = self._class_means(parts, n, keep, failing, columns, rows, means)
+        return columns, rows, facts
+
+    def _class_means(self, parts: dict[str, bytes], n: int, keep: np.ndarray, failing: np.ndarray,
+                     columns: list[str], rows: list[list[str]], means: list[str]) -> tuple[list[str], list[list[str]]]:
+        """The mean columns from the helper's encrypted class sums, in the roster's column order."""
+        assert self.counter_key is not None
+        classes = np.frombuffer(codec.require_part(parts, "classes", "result"), dtype=np.int32)
+        if classes.size != n or (n and classes.min() < 0):
+            raise ProtocolError(f"the result's class numbers do not match its {n} rows")
+        g = int(classes.max()) + 1 if n else 0
+        texts = {}
+        for name in means:
+            sums = self.counter_key.decrypt_class_counts(codec.require_part(parts, f"sums/{name}", "result"), g,
+                                                         workers=None)
+            texts[name] = class_means(sums, classes[keep].astype(np.int64), ~failing)
+        order = [c for c in self._roster.columns if c in columns or c in texts]
+        merged = []
+        for i, row in enumerate(rows):
+            cells = dict(zip(columns, row))
+            merged.append([cells[c] if c in cells else texts[c][i] for c in order])
+        return order, merged
 
     def _tally(self, keys: dict[str, bytes], request: Verdict) -> Tally:
         """Our real rows at the helper's transformation, as the release must hold them (`release_tally`)."""
@@ -439,6 +472,7 @@ class _Helper(HelperRole):
         self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder],
                                               "c/tally-request")
         self.round_trips = 0  # c/check -> c/answer exchanges with the key holder during the search
+        self.values: dict[str, list[bytes]] = {}  # class-mean columns: each row's Enc(value) (class_means.py)
 
     def _roster(self) -> tuple[Roster, dict[str, bytes], str | None, Any]:
         """Collect hellos; answer with the roster or stop everyone before data moves."""
@@ -453,6 +487,14 @@ class _Helper(HelperRole):
             pseudotuple_share(settings.options)
             if settings.options.get("per_party_keys"):
                 raise ProtocolError("option per_party_keys is not available in Protocol C")
+            means = mean_columns(settings.options)
+            if means and (self.vertical or counter_scheme(settings.options) != "paillier" or settings.config.needs_subset):
+                raise ProtocolError("class means (option aggregate_means) need a horizontal split, counters "
+                                    "'paillier' and no research subset")
+            roles = set(settings.config.quasi_identifiers) | set(settings.config.sensitive_attributes)
+            if roles & set(means):
+                raise ProtocolError(f"column(s) {sorted(roles & set(means))} are quasi-identifiers or sensitive, "
+                                    "not class means")
             if self.key_holder not in self.primaries:
                 raise ProtocolError(f"result recipient (key holder) {self.key_holder!r} is not a primary party")
             verdict = check_schemas(settings.distribution, settings.config, {p: h.summary() for p, h in hellos.items()})
@@ -502,6 +544,8 @@ class _Helper(HelperRole):
         if not self.vertical:
             table = append_tables([tables[p] for p in self.primaries])
             real = [c for p in self.primaries for c in counters(p, "counters/real")]
+            self.values = {name: [c for p in self.primaries for c in counters(p, f"values/{name}")]
+                           for name in mean_columns(self.settings.options)}
             subset = [c for p in self.primaries for c in counters(p, "counters/subset")] if delta else None
         else:
             keyed = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
@@ -529,6 +573,24 @@ class _Helper(HelperRole):
         loaded = RowCounters(counter_key.load(real, workers=None),
                              None if subset is None else counter_key.load(subset, workers=None))
         return table, merged.hierarchies, loaded, real
+
+    def _class_sums(self, output: EncodedTable, perm: np.ndarray, counter_key: CounterPublicKey) -> dict[str, bytes]:
+        """Enc(class sum) of each class-mean column over the result's classes (the padded rows grouped
+        by their generalized QIs), in a random class order, and each result row's class number."""
+        qi_index = [output.column_index(q) for q in self.settings.config.quasi_identifiers]
+        _first, row_class = group_keys([output.codes[:, c].astype(np.int64) for c in qi_index],
+                                       [max(len(output.dictionaries[c]), 1) for c in qi_index])
+        row_class = row_class.reshape(-1)
+        g = int(row_class.max()) + 1 if row_class.size else 0
+        order = random_permutation(g)  # position j carries class order[j]
+        position = np.empty(g, dtype=np.int64)
+        position[order] = np.arange(g)
+        parts = {"classes": position[row_class[perm]].astype(np.int32).tobytes()}
+        bounds = class_bounds(np.bincount(row_class, minlength=g))
+        for name, ciphertexts in self.values.items():
+            sums = counter_key.sum_by_class(counter_key.load(ciphertexts), row_class.tolist(), g)
+            parts[f"sums/{name}"] = counter_key.sums_message(sums, bounds, order.tolist())
+        return parts
 
     def _ask(self, request: bytes) -> bytes:
         self.round_trips += 1
@@ -584,6 +646,8 @@ class _Helper(HelperRole):
                 parts["counters/real"] = counter_key.sums_message(counters.real, bounds, perm.tolist())
                 if counters.subset is not None:
                     parts["counters/subset"] = counter_key.sums_message(counters.subset, bounds, perm.tolist())
+                if self.values:
+                    parts.update(self._class_sums(output, perm, counter_key))
                 report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
                           "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
                           "rollups": checker.rollups, "suppression_rounds": checker.suppression_rounds,

@@ -117,6 +117,22 @@ def _as_option(option: str) -> Callable[[Any, FlagContext], dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class ClassMeansRoute:
+    """How a protocol releases `mean` columns from encrypted class sums instead of raw values.
+
+    Declared on the protocol's `ProtocolSpec`, so a command asks the registry whether the run's
+    protocol and split have this route and names no protocol itself. `option` is the run option
+    listing the columns; `encodable(text)` says whether the encoding carries a value; `limits`
+    is the sentence a refusal quotes.
+    """
+
+    option: str
+    splits: tuple[str, ...]
+    encodable: Callable[[str], bool]
+    limits: str
+
+
+@dataclass(frozen=True)
 class OptionFlag:
     """A command-line flag that sets one of a protocol's run options (`[options]` keys).
 

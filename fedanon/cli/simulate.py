@@ -43,8 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     sim.add_argument("--protocol", default="B", type=str.upper, choices=available_protocols(anonymizing=True),
                      help="secure protocol to run (default B: shared AES keys + helper)")
-    sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
-                     help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")
+    sim.add_argument("--split", dest="distribution", default="horizontal",
+                     choices=["horizontal", "vertical", "hybrid"],
+                     help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID; "
+                          "hybrid: columns and persons per party as --layout says")
+    sim.add_argument("--layout", default=None, metavar="LAYOUT.toml",
+                     help="hybrid only: which party holds which columns for which rows (see the guide)")
     sim.add_argument("--parties", type=int, default=3, metavar="N", help="number of primary parties (default 3)")
     sim.add_argument("--split-mode", default="round-robin", choices=["round-robin", "blocks"],
                      help="horizontal only: deal rows round-robin (default) or in contiguous blocks")
@@ -124,6 +128,16 @@ def run(args: argparse.Namespace) -> int:
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
         hierarchy_paths = {}
+    layout = None
+    if (args.layout is not None) != (args.distribution == "hybrid"):
+        raise InputError("--layout LAYOUT.toml goes with --split hybrid (and --split hybrid needs --layout)")
+    if args.layout is not None:
+        from fedanon.data.layout import parse_layout
+
+        layout = parse_layout(args.layout)
+        args.parties = len(layout.parties)  # the layout names the primaries
+        if args.baseline:
+            raise InputError("--baseline is not available for --split hybrid")
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
@@ -141,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         sim = simulate_table(header, rows, dict(hierarchy_paths), config, args.distribution, args.parties,
                              subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
-                             protocol=args.protocol)
+                             protocol=args.protocol, layout=layout)
     write_table_csv(spec.output, sim.columns, sim.rows, spec.delimiter)
     summary = result_summary(sim.party_reports)
     phases = protocol_phases(args.protocol)

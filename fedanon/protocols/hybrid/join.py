@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from fedanon.data.table import EncodedTable
+from fedanon.errors import ProtocolError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.kit.api import LocalData
 from fedanon.protocols.kit.integration import append_tables
@@ -182,9 +183,11 @@ def released_local(local: LocalData, perm: np.ndarray, released: np.ndarray) -> 
 
 
 def check_grouped_tallies(tallies: Mapping[str, Tally], key: bytes, table: EncodedTable,
-                          transformation: Mapping[str, int], groups: Sequence[Sequence[str]]) -> list[str]:
-    """Per column group: the group's announced rows add up to the release, its digests to the
-    release's digest over the group's columns (a vertical run is one party per group)."""
+                          transformation: Mapping[str, int], groups: Sequence[Sequence[str]],
+                          rows: np.ndarray | None = None) -> list[str]:
+    """Per column group: the group's announced rows add up to the release (`rows` of `table`, a
+    boolean mask; all rows when None), its digests to the release's digest over the group's
+    columns (a vertical run is one party per group)."""
     problems: list[str] = []
     wanted = {q: int(v) for q, v in transformation.items()}
     for party, tally in tallies.items():
@@ -192,7 +195,7 @@ def check_grouped_tallies(tallies: Mapping[str, Tally], key: bytes, table: Encod
             problems.append(f"the helper told party {party!r} another transformation than the result reports")
     if problems:
         return problems
-    released = table.n_rows
+    released = table.n_rows if rows is None else int(np.count_nonzero(rows))
     for group in groups:
         group_tallies = [tallies[p] for p in group if p in tallies]
         if len(group_tallies) != len(group):
@@ -209,7 +212,7 @@ def check_grouped_tallies(tallies: Mapping[str, Tally], key: bytes, table: Encod
                             f"({each})")
             continue
         expected = sum(int(t.digest, 16) for t in group_tallies) % MODULUS
-        if release_digest(key, table, columns) != expected:
+        if release_digest(key, table, columns, rows) != expected:
             problems.append(f"the result's columns of parties {list(group)} are not their rows at the reported "
                             "transformation (the multiset digest differs)")
     return problems
@@ -223,6 +226,14 @@ def held_by(roster: Any, party: str) -> set[str]:
     return {c for c, owner in roster.owners.items() if owner == party}
 
 
+def my_group(roster: Any, party: str) -> tuple[int, list[str]]:
+    """The index of `party`'s column group among `column_groups(roster)`, and its parties."""
+    for index, group in enumerate(column_groups(roster)):
+        if party in group:
+            return index, group
+    raise ProtocolError(f"party {party!r} holds no column of the run")
+
+
 def column_groups(roster: Any) -> list[list[str]]:
     """The column groups (their parties) a roster's `holders` describe, in column order."""
     groups: list[list[str]] = []
@@ -230,3 +241,17 @@ def column_groups(roster: Any) -> list[list[str]]:
         if list(parties) not in groups:
             groups.append(list(parties))
     return groups
+
+
+def joined_flags(rows_of: np.ndarray, n_rows: int) -> np.ndarray:
+    """Which of a party's `n_rows` (in the order it sent them) are in the joined table."""
+    flags = np.zeros(n_rows, dtype=bool)
+    rows_of = np.asarray(rows_of)
+    flags[rows_of[rows_of >= 0]] = True
+    return flags
+
+
+def group_pseudotuples(group_rows: Sequence[int], share: float) -> int:
+    """Protocol C: one pseudotuple count for the whole run, so that every column group pads with
+    the same fake identifiers and the fake rows join; from the largest group's row count."""
+    return int(round(max(group_rows, default=0) * share))

@@ -73,7 +73,7 @@ def write_layout(folder: Path, name: str) -> Layout:
 
 def run_hybrid(protocol: str, layout: Layout, columns: list[str], rows: list[list[str]],
                hierarchies: dict[str, Hierarchy], config: AnonymizationConfig, *, record: bool = False,
-               options: dict | None = None, local_edit=None) -> LocalRun:
+               options: dict | None = None, local_edit=None, recipient: str | None = None) -> LocalRun:
     """Deal `rows` over the layout and run every role in this process (in-memory transport)."""
     shares = split_hybrid(columns, rows, layout)
     local = {p.name: s.local_data(hierarchies) for p, s in zip(layout.parties, shares)}
@@ -82,7 +82,7 @@ def run_hybrid(protocol: str, layout: Layout, columns: list[str], rows: list[lis
     parties = {name: "primary" for name in layout.names}
     if protocol_spec(protocol).needs_helper:
         parties["helper"] = "helper"
-    settings = RunSettings(f"hybrid-{protocol}", protocol, "hybrid", config, parties, layout.names[0],
+    settings = RunSettings(f"hybrid-{protocol}", protocol, "hybrid", config, parties, recipient or layout.names[0],
                            dict(options or {}))
     return run_in_memory(settings, local, record=record, timeout_s=300)
 

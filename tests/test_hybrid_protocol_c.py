@@ -82,3 +82,22 @@ def test_adult_over_daemons_with_tls_equals_the_joined_table(tmp_path: Path, lay
     key_holder = sim.party_reports[layout.names[0]]
     assert hybrid_differences(layout, columns, rows, hierarchies, config, key_holder.get("transformation"),
                               sim.columns, sim.rows) == []
+
+
+@pytest.mark.parametrize("recipient", ["clinic1", "registry"])
+def test_entropy_metric_when_pseudotuples_carry_values_of_dropped_persons_only(tmp_path: Path, recipient: str) -> None:
+    """The registry holds only clinic1's persons, so every clinic2 person is dropped, while clinic2's
+    pseudotuple (resampled from its own rows) still joins: its age (unique per person in the example)
+    is a leaf without any real row. The key holder's entropy context must leave such leaves out."""
+    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
+    layout = write_layout(tmp_path, "2+1")
+    for party in layout.parties:
+        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+    layout.parties[2].rules = layout.parties[0].rules  # the registry holds clinic1's persons only
+    config = MODELS["k"](["age", "sex", "zipcode"], "diagnosis", 0.0, "nonuniform-entropy")
+    run = run_hybrid("C", layout, columns, rows, hierarchies, config, options=OPTIONS, recipient=recipient)
+    assert not run.errors, run.errors
+    out = run.outcomes[recipient]
+    assert len(out.output_rows) == 4 and out.report["pseudotuples_dropped"] >= 1
+    assert hybrid_differences(layout, columns, rows, hierarchies, config, out.report.get("transformation"),
+                              out.output_columns, out.output_rows) == []

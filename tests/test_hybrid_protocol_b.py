@@ -119,3 +119,21 @@ def test_adult_over_daemons_with_tls_equals_the_joined_table(tmp_path: Path, lay
     assert hybrid_differences(layout, columns, rows, hierarchies, config, helper.get("transformation"),
                               sim.columns, sim.rows) == []
     assert helper["integration"]["rows"] == len(layout.joined_rows(len(rows))) == len(sim.rows)
+
+
+def test_an_identifier_twice_at_one_party_stops_before_any_data(tmp_path: Path) -> None:
+    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
+    layout = write_layout(tmp_path, "2+1")
+    for party in layout.parties:
+        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+
+    def twice(local) -> None:  # the registry lists person 2 a second time (with other cells)
+        local["registry"].rows.append(["2"] + local["registry"].rows[0][1:])
+
+    run = run_hybrid("B", layout, columns, rows, hierarchies,
+                     MODELS["k"](["age", "sex", "zipcode"], "diagnosis", 0.0, "loss"), local_edit=twice, record=True)
+    assert set(run.errors) == {"clinic1", "clinic2", "registry", "helper"}, run.errors
+    for party, exc in run.errors.items():
+        assert "party 'registry': duplicate TIDs in column 'pid'" in str(exc), (party, exc)
+    assert "'2'" in str(run.errors["registry"]) and "'2'" not in str(run.errors["helper"])  # named locally only
+    assert {topic for _, topic, _ in run.transports["helper"].recorded} == {"b/hello"}  # no data was sent

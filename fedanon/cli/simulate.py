@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID; "
                           "hybrid: columns and persons per party as --layout says")
     sim.add_argument("--layout", default=None, metavar="LAYOUT.toml",
-                     help="hybrid only: which party holds which columns for which rows (see the guide)")
+                     help="hybrid only: which party holds which columns for which rows (manual: Protocols, Hybrid layouts)")
     sim.add_argument("--parties", type=int, default=3, metavar="N", help="number of primary parties (default 3)")
     sim.add_argument("--split-mode", default="round-robin", choices=["round-robin", "blocks"],
                      help="horizontal only: deal rows round-robin (default) or in contiguous blocks")

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dataclasses
+
+import numpy as np
 import pytest
+
+import fedanon.protocols.b.protocol as protocol_b
 
 from fedanon.consortium.simulation import simulate_table
 from fedanon.data.hierarchy import Hierarchy
@@ -137,3 +142,43 @@ def test_an_identifier_twice_at_one_party_stops_before_any_data(tmp_path: Path) 
         assert "party 'registry': duplicate TIDs in column 'pid'" in str(exc), (party, exc)
     assert "'2'" in str(run.errors["registry"]) and "'2'" not in str(run.errors["helper"])  # named locally only
     assert {topic for _, topic, _ in run.transports["helper"].recorded} == {"b/hello"}  # no data was sent
+
+
+def _deviating_run(adult_sample, tmp_path: Path, monkeypatch, deviate):
+    """A helper that changes the engine's output before returning it (outside the semi-honest model)."""
+    real = protocol_b.anonymize
+
+    def deviating(table, *args, **kwargs):
+        result = real(table, *args, **kwargs)
+        output = deviate(result.output)
+        return dataclasses.replace(result, output=output,
+                                   suppressed=np.asarray(result.suppressed, dtype=bool)[:output.n_rows])
+
+    monkeypatch.setattr(protocol_b, "anonymize", deviating)
+    columns, rows, hierarchies = adult_sample
+    layout = write_layout(tmp_path, "2+2")
+    return run_hybrid("B", layout, columns, rows, hierarchies, _config("k"))
+
+
+def test_a_helper_altering_a_column_partys_cells_is_caught_by_that_groups_tallies(adult_sample, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    def flip_salary(out):
+        codes = out.codes.copy()
+        col = list(out.columns).index("salary-class")
+        codes[:, col] = (codes[:, col] + 1) % len(out.dictionaries[col])
+        return type(out)(list(out.columns), codes, out.dictionaries)
+
+    run = _deviating_run(adult_sample, tmp_path, monkeypatch, flip_salary)
+    assert set(run.errors) == {"clinic1", "clinic2", "census", "payroll", "helper"}, run.errors
+    assert "the result's columns of parties ['payroll'] are not their rows" in str(run.errors["clinic1"])
+    assert "['clinic1', 'clinic2']" not in str(run.errors["clinic1"])  # the clinics' group is intact
+
+
+def test_a_helper_dropping_a_joined_person_is_caught(adult_sample, tmp_path: Path, monkeypatch) -> None:
+    run = _deviating_run(adult_sample, tmp_path, monkeypatch,
+                            lambda out: type(out)(list(out.columns), out.codes[1:].copy(), out.dictionaries))
+    assert set(run.errors) == {"clinic1", "clinic2", "census", "payroll", "helper"}, run.errors
+    # the helper's tally requests follow its own output, so the counts agree; the digests do not
+    text = str(run.errors["clinic1"])
+    assert "the helper deviated from the protocol" in text and "multiset digest differs" in text, text
+    assert all("it was not accepted" in str(run.errors[p]) for p in ("clinic2", "census", "payroll")), run.errors

@@ -136,8 +136,6 @@ def run(args: argparse.Namespace) -> int:
 
         layout = parse_layout(args.layout)
         args.parties = len(layout.parties)  # the layout names the primaries
-        if args.baseline:
-            raise InputError("--baseline is not available for --split hybrid")
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
@@ -186,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         from fedanon.protocols.sim.baseline import baseline_for_split
 
         baseline = baseline_for_split(header, rows, hierarchies, config, args.distribution, args.parties,
-                                      split_mode=args.split_mode)
+                                      split_mode=args.split_mode, layout=layout)
         report["baseline"] = baseline.to_report()
     if spec.report:
         text = json.dumps(report, indent=2, default=str) + "\n"

@@ -25,6 +25,7 @@ NORUN = re.compile(r"<!--\s*norun:\s*(?P<reason>[^>]*?)\s*-->")
 SHELLS = {"bash", "sh", "shell", "console"}
 # pages whose blocks start daemons or run protocols: longer, still in the default suite
 SLOW_PAGES = {"quickstart.md", "protocols/a.md", "protocols/b.md", "protocols/c.md", "protocols/index.md",
+              "protocols/hybrid.md",
               "protocols/baselines.md", "README.md"}
 
 

@@ -44,8 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--protocol", default=DEFAULT_PROTOCOL, type=str.upper,
                      choices=available_protocols(anonymizing=True),
                      help=f"secure protocol to run (default {DEFAULT_PROTOCOL}: {protocol_spec(DEFAULT_PROTOCOL).summary})")
-    sim.add_argument("--split", dest="distribution", default="horizontal", choices=["horizontal", "vertical"],
-                     help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID")
+    sim.add_argument("--split", dest="distribution", default="horizontal",
+                     choices=["horizontal", "vertical", "hybrid"],
+                     help="horizontal: parties hold disjoint rows; vertical: disjoint columns joined by a TID; "
+                          "hybrid: columns and persons per party as --layout says")
+    sim.add_argument("--layout", default=None, metavar="LAYOUT.toml",
+                     help="hybrid only: which party holds which columns for which rows (manual: Protocols, Hybrid layouts)")
     sim.add_argument("--parties", type=int, default=3, metavar="N", help="number of primary parties (default 3)")
     sim.add_argument("--split-mode", default="round-robin", choices=["round-robin", "blocks"],
                      help="horizontal only: deal rows round-robin (default) or in contiguous blocks")
@@ -85,6 +89,14 @@ def run(args: argparse.Namespace) -> int:
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
         hierarchy_paths = {}
+    layout = None
+    if (args.layout is not None) != (args.distribution == "hybrid"):
+        raise InputError("--layout LAYOUT.toml goes with --split hybrid (and --split hybrid needs --layout)")
+    if args.layout is not None:
+        from fedanon.data.layout import parse_layout
+
+        layout = parse_layout(args.layout)
+        args.parties = len(layout.parties)  # the layout names the primaries
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
@@ -110,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         sim = simulate_table(header, rows, dict(hierarchy_paths), config, args.distribution, args.parties,
                              subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
-                             protocol=args.protocol)
+                             protocol=args.protocol, layout=layout)
     summary = result_summary(sim.party_reports)
     # the recipient aggregates after decryption (it has seen the integrated table's raw values)
     out_rows, aggregated = aggregate_rows(sim.columns, sim.rows, config.quasi_identifiers,
@@ -149,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         from fedanon.protocols.sim.baseline import baseline_for_split
 
         baseline = baseline_for_split(header, rows, hierarchies, config, args.distribution, args.parties,
-                                      split_mode=args.split_mode)
+                                      split_mode=args.split_mode, layout=layout)
         report["baseline"] = baseline.to_report()
     if spec.report:
         text = json.dumps(report, indent=2, default=str) + "\n"

@@ -23,6 +23,7 @@ from fedanon.parties.simulation import SimulatedParty, run_simulation
 from fedanon.protocols.kit.api import RunSettings
 from fedanon.protocols.registry import available_protocols
 from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.hybrid import split_hybrid
 from fedanon.protocols.sim.split import split_horizontal, split_vertical
 
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")  # default order of the report tables
@@ -66,17 +67,26 @@ def simulate_table(
     workdir: Path | None = None,
     progress: bool = False,
     protocol: str = "B",
+    layout: Any = None,
 ) -> Simulation:
     """Split, run every party (daemons or threads), return the result in input column order."""
 
-    if parties < 1:
+    if parties < 1 and distribution != "hybrid":
         raise InputError(f"--parties must be at least 1, got {parties}")
-    names = primary_names(parties)
+    if distribution == "hybrid":  # the layout names the parties (`fedanon.data.layout`)
+        if layout is None:
+            raise InputError("--split hybrid needs --layout LAYOUT.toml")
+        names = list(layout.names)
+        parties = len(names)
+    else:
+        names = primary_names(parties)
     recipient = recipient or names[0]
     if recipient not in names:
         raise InputError(f"--recipient {recipient!r} is not a primary; the primaries are {', '.join(names)}")
     if distribution == "horizontal":
         shares = split_horizontal(columns, rows, parties, split_mode, subset)  # type: ignore[arg-type]
+    elif distribution == "hybrid":
+        shares = split_hybrid(columns, rows, layout)
     else:
         shares = split_vertical(columns, rows, parties, subset)
     options = dict(options or {})
@@ -96,7 +106,8 @@ def simulate_table(
     index = [out_columns.index(c) for c in order]
     result_rows = [[row[i] for i in index] for row in out_rows]
     report.update({"parties_primary": parties, "result_recipient": recipient, "elapsed_s": round(elapsed, 6),
-                   "split_mode": split_mode if distribution == "horizontal" else "columns round-robin"})
+                   "split_mode": split_mode if distribution == "horizontal" else
+                   ("layout" if distribution == "hybrid" else "columns round-robin")})
     return Simulation(order, result_rows, report, elapsed, report.get("party_reports", {}))
 
 

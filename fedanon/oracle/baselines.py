@@ -302,3 +302,71 @@ def _keep_classes(info: dict[str, _QiLevels], config: AnonymizationConfig, party
     n = len(suppressed)
     loss = _loss_of([info[q] for q in qis], config.metric, n, _uniform_levels(config, levels_by_qi, n), suppressed)
     return loss, levels_by_qi, suppressed, party
+
+
+def hybrid_baseline(table: EncodedTable, hierarchies: dict[str, Hierarchy], config: AnonymizationConfig,
+                    groups: Sequence[tuple[Sequence[str], Sequence[Sequence[int]]]],
+                    secure: tuple[dict[str, int], np.ndarray]) -> BaselineResult:
+    """Hybrid layouts, on the joined `table`: the parties of one column group each anonymize their
+    own persons on the group's quasi-identifiers (as horizontally), the other groups generalize
+    theirs just enough to keep those classes (as vertically); the best group is kept.
+
+    `groups`: per column group, its columns and each of its parties' rows of `table`. With one
+    group this is the horizontal baseline, with one party per group the vertical one.
+    """
+    _check_supported(config)
+    qis = list(config.quasi_identifiers)
+    sensitive = config.sensitive_attributes
+    info = {q: _QiLevels(table, q, hierarchies[q]) for q in qis}
+    n = table.n_rows
+    candidates = []
+    for group, (columns, row_groups) in enumerate(groups, start=1):
+        own = [q for q in qis if q in columns]
+        if not own:
+            continue
+        sub_config = AnonymizationConfig.from_dict({**config.to_dict(), "quasi_identifiers": own})
+        levels = np.zeros((n, len(qis)), dtype=np.int64)
+        suppressed = np.zeros(n, dtype=bool)
+        classes = np.zeros(n, dtype=np.int64)  # class id per row: classes never span two parties
+        seen = np.zeros(n, dtype=np.int64)
+        next_id, per_party, feasible = 0, [], True
+        for rows in row_groups:
+            rows = np.asarray(rows, dtype=np.int64)
+            if not len(rows):
+                continue
+            seen[rows] += 1
+            share = _sub_table(table, rows, own + [a for a in sensitive if a not in own])
+            try:
+                result = anonymize(share, {q: hierarchies[q] for q in own}, sub_config)
+            except NoSolutionError:
+                feasible = False
+                break
+            for i, q in enumerate(qis):
+                if q in own:
+                    levels[rows, i] = int(result.transformation[q])
+            suppressed[rows] = np.asarray(result.suppressed, dtype=bool)
+            out_codes = result.output.codes[:, [result.output.column_index(q) for q in own]]
+            _, ids = np.unique(out_codes, axis=0, return_inverse=True)
+            ids = ids.reshape(-1)
+            classes[rows] = ids + next_id
+            next_id += int(ids.max()) + 1 if len(ids) else 0
+            per_party.append({"rows": int(len(rows)), "transformation": result.transformation,
+                              "suppressed_rows": result.suppressed_rows})
+        if not feasible:
+            continue
+        if (seen != 1).any():
+            raise InputError(f"the row groups of column group {group} must cover every joined row exactly once")
+        kept = ~suppressed
+        for i, q in enumerate(qis):
+            if q not in own:
+                levels[:, i] = lowest_class_preserving_level([c[kept] for c in info[q].codes], classes[kept])
+        loss = _loss_of([info[q] for q in qis], config.metric, n, levels, suppressed)
+        candidates.append((loss, group, levels, suppressed, per_party))
+    if not candidates:
+        raise NoSolutionError("baseline: no column group's parties can anonymize their own persons under the model")
+    loss, group, levels, suppressed, per_party = min(candidates, key=lambda c: c[0])
+    return BaselineResult("hybrid", sum(len(rows) for _, rows in groups), config.metric,
+                          secure_loss(table, hierarchies, config, *secure), loss, int(suppressed.sum()),
+                          {"anonymizing_group": group, "party_results": per_party,
+                           "candidate_losses": {f"group {c[1]}": c[0] for c in candidates}},
+                          levels, suppressed)

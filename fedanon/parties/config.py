@@ -443,8 +443,8 @@ def load_run_config(path: Path) -> RunConfig:
     if recipient not in {p.name for p in parties}:
         raise InputError(f"{path}: run.result_recipient {recipient!r} is not one of the parties")
     distribution = run.get("distribution", str, "horizontal")
-    if distribution not in ("horizontal", "vertical"):
-        raise InputError(f"{path}: run.distribution must be \"horizontal\" or \"vertical\", got {distribution!r}")
+    if distribution not in ("horizontal", "vertical", "hybrid"):
+        raise InputError(f"{path}: run.distribution must be \"horizontal\", \"vertical\" or \"hybrid\", got {distribution!r}")
     privacy = root.data.get("privacy", {})
     options = root.data.get("options", {})
     if not isinstance(privacy, dict) or not isinstance(options, dict):

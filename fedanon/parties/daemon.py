@@ -538,7 +538,7 @@ def check_roster(request: pb.RunRequest) -> dict[str, str]:
         raise _public("malformed run request: a run needs at least two parties")
     if request.result_recipient not in parties:
         raise _public(f"malformed run request: result recipient {request.result_recipient[:64]!r} is not a party")
-    if request.distribution not in ("horizontal", "vertical"):
+    if request.distribution not in ("horizontal", "vertical", "hybrid"):
         raise _public(f"malformed run request: distribution {request.distribution[:32]!r}")
     return parties
 

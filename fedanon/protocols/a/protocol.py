@@ -57,7 +57,8 @@ from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
-from fedanon.protocols.kit.integration import append_tables, merge_hierarchies
+from fedanon.protocols.kit.integration import append_tables, merge_all_hierarchies, merge_hierarchies
+from fedanon.protocols.hybrid.join import HYBRID, check_hybrid_schemas, column_groups, held_by, join_groups
 from fedanon.protocols.kit.resultcheck import check_result
 from fedanon.protocols.kit.roles import (
     DataHolder,
@@ -343,6 +344,8 @@ class _Party(DataHolder):
         self.left = self.ring[(self.position - 1) % n]
         self.master = self.ring[(self.ring.index(self.recipient) + 1) % n]
         self.vertical = self.settings.distribution == "vertical"
+        self.hybrid = self.settings.distribution == HYBRID  # TIDs kept through integration, joined at the master
+        self.hybrid_info: dict[str, Any] = {}
         self.counter = OpCounter()
         self.element_bytes = self.options.cipher.element_bytes
         self.dictionaries: dict[str, GroupDictionary] = {}  # column -> element -> hash input (secret)
@@ -386,16 +389,21 @@ class _Party(DataHolder):
     def _roster(self, hellos: dict[str, dict[str, Any]]) -> Roster:
         config = self.settings.config
         try:
-            verdict = check_schemas(self.settings.distribution, config, hellos)
+            verdict = (check_hybrid_schemas(config, hellos) if self.hybrid
+                       else check_schemas(self.settings.distribution, config, hellos))
         except FedanonError as exc:
             return Roster(ok=False, error=f"invalid run configuration: {exc}")
         if verdict.errors:
             return Roster(ok=False, error="run stopped before any data was sent: " + "; ".join(verdict.errors))
-        tid = hellos[self.ring[0]]["tid_column"] if self.vertical else None
-        return Roster(columns=verdict.columns, owners=verdict.owners, tid_column=tid)
+        tid = hellos[self.ring[0]]["tid_column"] if self.vertical or self.hybrid else None
+        return Roster(columns=verdict.columns, owners=verdict.owners, tid_column=tid,
+                      holders=getattr(verdict, "holders", {}))
 
     # -- encrypt: own share -------------------------------------------------------
     def _own_columns(self, roster: Roster) -> list[str]:
+        if self.hybrid:  # in the roster's order, so that a column group's shares append
+            mine = held_by(roster, self.me)
+            return [c for c in roster.columns if c in mine]
         if self.vertical:
             return [c for c in roster.columns if roster.owners.get(c) == self.me]
         return list(roster.columns)
@@ -438,7 +446,7 @@ class _Party(DataHolder):
                 hierarchies[column] = np.array([[lookup[v] for v in row] for row in rules], dtype=np.int32)
         tids = None
         tid = roster.tid_column
-        if self.vertical and tid is not None:
+        if (self.vertical or self.hybrid) and tid is not None:
             t = local.columns.index(tid)
             group = GroupDictionary(self.options.cipher)  # TIDs are never decoded: a throwaway dictionary
             tids = group.encode([hash_input(run_id, tid, row[t]) for row in local.rows], workers=self.options.workers)
@@ -464,6 +472,8 @@ class _Party(DataHolder):
     def _integrate(self, held: Share) -> Share | None:
         """L-SRR from the master's left neighbour to the master; returns the table at the master."""
         starter = self.ring[(self.ring.index(self.master) - 1) % self.n]
+        if self.hybrid:
+            return self._integrate_bundle(held, starter)
         if self.vertical:
             held = self._sorted_by_tid(held)
         if self.me == starter:
@@ -476,6 +486,70 @@ class _Party(DataHolder):
             return merged
         self.transport.send(self.left, "a/int", merged.encode())
         return None
+
+    def _integrate_bundle(self, held: Share, starter: str) -> Share | None:
+        """Hybrid L-SRR: the n-fold encrypted shares travel on unmerged, TIDs kept, in a fresh random
+        order at every hop; the master appends each column group and joins the groups (`_join_bundle`)."""
+        bundle = [held]
+        if self.me != starter:
+            parts = codec.unpack_message(self.transport.receive(self.right, "a/int"), f"shares from {self.right!r}")
+            bundle += [Share.decode(blob, f"share {name!r} from {self.right!r}", self.element_bytes)
+                       for name, blob in sorted(parts.items())]
+        bundle = [bundle[i] for i in random_permutation(len(bundle)).tolist()]
+        if self.me == self.master:
+            return self._join_bundle(bundle)
+        self.transport.send(self.left, "a/int", codec.pack_message({f"{i:06d}": s.encode() for i, s in enumerate(bundle)}))
+        return None
+
+    def _join_bundle(self, bundle: list[Share]) -> Share:
+        """Append the shares of each column group, join the groups on the n-fold encrypted TIDs
+        (persons some group lacks are dropped), merge each column's hierarchies."""
+        groups: dict[tuple[str, ...], list[str]] = {}
+        tables: dict[str, EncodedTable] = {}
+        tokens: dict[str, np.ndarray] = {}
+        hierarchy_shares: dict[str, list[tuple[str, Hierarchy]]] = {}
+        order: dict[tuple[str, ...], list[str]] = {}
+        for i, share in enumerate(bundle):
+            name = f"share {i}"
+            if share.tids is None or len(share.tids) != share.n_rows:
+                raise stop_run(self.ctx, "run stopped during integration: a share carries no TIDs", "integration")
+            key = tuple(sorted(share.columns))
+            groups.setdefault(key, []).append(name)
+            columns = order.setdefault(key, list(share.columns))
+            tables[name] = share.table(columns)
+            digests = b"".join(hashlib.sha256(t).digest() for t in share.tids)  # fixed-width join tokens
+            tokens[name] = np.frombuffer(digests, dtype=">u8").reshape(share.n_rows, 4).astype(np.uint64)
+            for column, hierarchy in share.hierarchy_objects().items():
+                hierarchy_shares.setdefault(column, []).append((name, hierarchy))
+        joined = join_groups(list(groups.values()), tables, tokens)
+        if joined.duplicates:
+            named = {n: list(cols) for cols, names in groups.items() for n in names}
+            columns = sorted({tuple(named[d.parties[0]]) for d in joined.duplicates})
+            raise stop_run(self.ctx, "run stopped during integration: an identifier occurs twice in the column "
+                                     f"group of columns {', '.join(str(list(c)) for c in columns)} (two parties, or "
+                                     "one party twice, claim the same person's cells)", "integration")
+        merged = merge_all_hierarchies(hierarchy_shares)
+        if merged.conflicts or merged.height_mismatch:
+            raise stop_run(self.ctx, "run stopped during integration: the hierarchies of a column disagree between "
+                                     "the parties (a value has different generalizations, or the heights differ)",
+                           "integration")
+        table = joined.table
+        dictionaries: list[list[bytes]] = []
+        matrices: dict[str, np.ndarray] = {}
+        for c, column in enumerate(table.columns):
+            dictionary = list(table.dictionaries[c])
+            lookup = {e: i for i, e in enumerate(dictionary)}
+            hierarchy = merged.hierarchies.get(column)
+            if hierarchy is not None:  # hierarchy values join the dictionary, as in every A share
+                for row in hierarchy.rows:
+                    for e in row:
+                        if e not in lookup:
+                            lookup[e] = len(dictionary)
+                            dictionary.append(e)
+                matrices[column] = np.array([[lookup[e] for e in row] for row in hierarchy.rows], dtype=np.int32)
+            dictionaries.append(dictionary)
+        self.hybrid_info = {"persons_per_group": joined.persons_per_group, "persons_dropped": joined.dropped}
+        return repermute(Share(list(table.columns), table.codes.astype(np.int32), dictionaries, matrices))
 
     def _sorted_by_tid(self, share: Share) -> Share:
         """Vertical: rows in the order of the n-fold encrypted TID (the same at every party), TID dropped."""
@@ -573,7 +647,8 @@ class _Party(DataHolder):
             report["restricted_lattice"] = {"min_levels": dict(self.options.min_levels),
                                             "note": "optimum over the lattice restricted by pre-generalization"}
         report["integration"] = {"rows": integrated.n_rows, "columns": list(integrated.columns),
-                                 "hierarchy_rules": {c: int(len(m)) for c, m in integrated.hierarchies.items()}}
+                                 "hierarchy_rules": {c: int(len(m)) for c, m in integrated.hierarchies.items()},
+                                 **self.hybrid_info}
         return report
 
     # -- verify ----------------------------------------------------------------------
@@ -701,7 +776,8 @@ class _Party(DataHolder):
         subset = self.local.research_subset
         return None if subset is None else int(np.count_nonzero(np.asarray(subset, dtype=bool)))
 
-    def _count_problems(self, released: int) -> list[LocalProblem]:
+    def _count_problems(self, released: int, report: dict[str, Any] | None = None,
+                        roster: Roster | None = None) -> list[LocalProblem]:
         """A release that counts: the rows released against the rows each primary announced directly
         (a master that duplicates or drops rows passes the privacy and own-rows checks otherwise)."""
         counts = {self.me: self._released_rows()}
@@ -716,6 +792,8 @@ class _Party(DataHolder):
         known = [c for c in counts.values() if c is not None]
         if not known:
             return []
+        if self.hybrid and roster is not None:
+            return self._hybrid_count_problems(released, counts, (report or {}).get("integration", {}), roster)
         if self.vertical:  # every party holds every row; the subset holder knows the release's size
             expected = max(known) if self.settings.config.needs_subset else counts[self.me]
         elif len(known) < len(counts):
@@ -727,6 +805,26 @@ class _Party(DataHolder):
         each = ", ".join(f"{p}: {c}" for p, c in counts.items())
         text = (f"the master deviated from the protocol: the result holds {released} rows, but the primaries "
                 f"announced {expected} ({each}); it was not accepted")
+        return [LocalProblem(text, text)]
+
+    def _hybrid_count_problems(self, released: int, counts: dict[str, int | None], integration: dict[str, Any],
+                               roster: Roster) -> list[LocalProblem]:
+        """Hybrid: every column group's persons, as the master joined them, must be the rows its
+        parties announced directly, and the release must hold no more persons than the smallest
+        group (which persons the join dropped cannot be checked here; see docs/protocols/hybrid.md)."""
+        announced = sorted(sum(int(counts.get(p) or 0) for p in group) for group in column_groups(roster))
+        reported = integration.get("persons_per_group")
+        problems = []
+        if not isinstance(reported, list) or sorted(int(x) for x in reported) != announced:
+            problems.append(f"the column groups hold {announced} persons as their parties announced, but the master "
+                            f"joined {reported}")
+        elif released > min(announced, default=0) or released + int(integration.get("persons_dropped", 0)) \
+                < max(announced, default=0):
+            problems.append(f"the result holds {released} rows, which the groups' {announced} persons and the "
+                            f"{integration.get('persons_dropped')} dropped cannot give")
+        if not problems:
+            return []
+        text = "the master deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
         return [LocalProblem(text, text)]
 
     def _accept(self, outcome: RoleOutcome, mask: np.ndarray | None, report: dict[str, Any]) -> None:
@@ -742,12 +840,14 @@ class _Party(DataHolder):
             accepted.raise_if_stopped()
             return
         transformation = report.get("transformation")
-        problems = self._count_problems(len(outcome.output_rows or []))
+        problems = self._count_problems(len(outcome.output_rows or []), report, self._agreed)
+        # hybrid: our persons the join dropped are rightly absent (at most the dropped count)
+        dropped = int(report.get("integration", {}).get("persons_dropped", 0)) if self.hybrid else 0
         problems = problems or check_result(
             self.me, self.local, self.settings.config, self.settings.distribution,
             outcome.output_columns or [], outcome.output_rows or [],
             None if mask is None else np.asarray(mask, dtype=bool).tolist(),
-            transformation if isinstance(transformation, dict) else None, outcome.report)
+            transformation if isinstance(transformation, dict) else None, outcome.report, may_be_absent=dropped)
         if problems:
             raise LocalFailure(problems)  # public part only leaves this party
         for party in self.ring:
@@ -763,9 +863,10 @@ class _Party(DataHolder):
         extra: dict[str, Any] = {}
         with timer.phase("encrypt"):
             roster = self._hello()
+            self._agreed = roster
             if self.me != self.recipient:  # straight to the recipient: the master cannot change it
                 self.transport.send(self.recipient, "a/rows", json.dumps(self._released_rows()).encode())
-            tid = roster.tid_column if self.vertical else None
+            tid = roster.tid_column if self.vertical or self.hybrid else None
             keys = ColumnKeys(self.me, self.options.cipher, list(roster.columns) + ([tid] if tid else []),
                               self.options.workers, self.counter)
             held = self._ring_encrypt(keys, self._own_share(roster), tid)

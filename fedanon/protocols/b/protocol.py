@@ -50,6 +50,15 @@ from fedanon.protocols.kit.cellcrypt import (
     verify_suppression,
 )
 from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.hybrid.join import (
+    HYBRID,
+    check_grouped_tallies,
+    check_hybrid_schemas,
+    column_groups,
+    held_by,
+    join_groups,
+    released_local,
+)
 from fedanon.protocols.kit.keyshare import (
     KeySharingPrimary,
     bind_hello,
@@ -157,7 +166,7 @@ class _Primary(KeySharingPrimary):
         owners = roster.owners
         tid = roster.tid_column
         per_party = _per_party_keys(self.ctx)
-        vertical = self.settings.distribution == "vertical"
+        vertical = self.settings.distribution in ("vertical", HYBRID)  # keys per column, a shared TID key
         context = keys_context(PROTOCOL, self.run_id)
         mine: dict[str, bytes]
         if self.me == self.leader:
@@ -172,7 +181,7 @@ class _Primary(KeySharingPrimary):
                 if party == self.me:
                     continue
                 if vertical and not per_party:
-                    wanted = {tid} | {c for c, o in owners.items() if o == party}
+                    wanted = {tid} | held_by(roster, party)
                     if party == self.recipient:
                         wanted |= set(columns)
                     bundles[party] = {c: k for c, k in shared.items() if c in wanted}
@@ -193,7 +202,7 @@ class _Primary(KeySharingPrimary):
     def _prepare_share(self) -> tuple[np.ndarray, EncodedTable, list[str] | None]:
         """Permute and dictionary-encode the local share (no keys needed yet)."""
         local = self.local
-        tid = local.tid_column if self.settings.distribution == "vertical" else None
+        tid = local.tid_column if self.settings.distribution in ("vertical", HYBRID) else None
         columns = [c for c in local.columns if c != tid]
         perm = random_permutation(len(local.rows))
         table = encode_share(columns, local.rows, [local.columns.index(c) for c in columns], perm)
@@ -209,6 +218,8 @@ class _Primary(KeySharingPrimary):
         perm, table, tids = self._prepared
         if self.settings.distribution == "horizontal" and table.columns != list(roster.columns):
             table = table.select(list(roster.columns))  # everyone in the leader's column order
+        elif self.settings.distribution == HYBRID:  # a column group's parties append: one column order
+            table = table.select([c for c in roster.columns if c in table.columns])
         columns = table.columns
         self._sent = table  # plaintext, in the order sent: what the release tally is computed on
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
@@ -323,10 +334,14 @@ class _Primary(KeySharingPrimary):
             perm = self._prepared[0]
             if len(released) != len(perm) or not np.array_equal(released, np.asarray(subset, dtype=bool)[perm]):
                 raise ProtocolError(f"party {self.me!r}: the helper released rows other than its research subset")
-        tid = roster.tid_column if self.settings.distribution == "vertical" else None
+        tid = roster.tid_column if self.settings.distribution in ("vertical", HYBRID) else None
         columns = [c for c in roster.columns if c != tid]
         if self.settings.distribution == "vertical":
             columns = [c for c in columns if roster.owners.get(c) == self.me]
+        elif self.settings.distribution == HYBRID:
+            mine = held_by(roster, self.me)
+            columns = [c for c in columns if c in mine]
+        self._released = released
         transformation = request.report.get("transformation")
         if not isinstance(transformation, dict):
             raise ProtocolError("the helper's tally request names no transformation")
@@ -343,9 +358,14 @@ class _Primary(KeySharingPrimary):
                 tallies[party] = Tally.from_json(self.transport.receive(party, "b/tally"), party)
         table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
         transformation = report.get("transformation")
-        problems = check_tallies(tallies, self._tally_key, table, None,
-                                 transformation if isinstance(transformation, dict) else {},
-                                 self.settings.distribution == "vertical")
+        if self.settings.distribution == HYBRID:
+            problems = check_grouped_tallies(tallies, self._tally_key, table,
+                                             transformation if isinstance(transformation, dict) else {},
+                                             column_groups(roster))
+        else:
+            problems = check_tallies(tallies, self._tally_key, table, None,
+                                     transformation if isinstance(transformation, dict) else {},
+                                     self.settings.distribution == "vertical")
         if problems:
             text = "the helper deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
             raise LocalFailure([LocalProblem(text, text)])
@@ -354,7 +374,10 @@ class _Primary(KeySharingPrimary):
         """Check the decrypted result (privacy model, own rows) and tell the helper; fail the run if it is wrong."""
         mask = codec.decode_flags(parts["suppressed"], "suppression mask") if "suppressed" in parts else None
         transformation = report.get("transformation")
-        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution,
+        local = self.local
+        if self.settings.distribution == HYBRID:  # persons some column group lacks were dropped
+            local = released_local(local, self._prepared[0], self._released)
+        problems = check_result(self.me, local, self.settings.config, self.settings.distribution,
                                 outcome.output_columns or [], outcome.output_rows or [],
                                 None if mask is None else mask.tolist(),
                                 transformation if isinstance(transformation, dict) else None, outcome.report)
@@ -431,7 +454,7 @@ class _Helper(HelperRole):
         config = settings.config
         transport = self.transport
         timer = self.timer
-        vertical = settings.distribution == "vertical"
+        vertical = settings.distribution in ("vertical", HYBRID)  # joined on the TID
         try:
             per_party = _per_party_keys(self.ctx)
         except ProtocolError as exc:
@@ -445,7 +468,8 @@ class _Helper(HelperRole):
                         for p in self.primaries}
             hellos = {p: h.summary() for p, h in received.items()}
             try:
-                verdict = check_schemas(settings.distribution, config, hellos)
+                verdict = (check_hybrid_schemas(config, hellos) if settings.distribution == HYBRID
+                           else check_schemas(settings.distribution, config, hellos))
             except FedanonError as exc:
                 self._stop(f"invalid run configuration: {exc}", "b/roster")
             if option_error:
@@ -455,7 +479,8 @@ class _Helper(HelperRole):
             tid = hellos[self.primaries[0]]["tid_column"] if vertical else None
             roster = Roster(public_keys={p: h.public_key for p, h in received.items()},
                             bindings=roster_bindings(received),
-                            columns=verdict.columns, owners=verdict.owners, tid_column=tid)
+                            columns=verdict.columns, owners=verdict.owners, tid_column=tid,
+                            holders=getattr(verdict, "holders", {}))
             for p in self.primaries:
                 send_control(transport, p, "b/roster", roster)
             leader = self.primaries[0]
@@ -561,6 +586,7 @@ class _Helper(HelperRole):
             extra[a][f"finding/{i}"] = conflict.value
             extra[b][f"finding/{i}"] = conflict.value
         subset: np.ndarray | None = None
+        hybrid_info: dict[str, Any] = {}
         if self.settings.distribution == "horizontal":
             if not errors:
                 table = append_tables([tables[p] for p in self.primaries])
@@ -571,6 +597,24 @@ class _Helper(HelperRole):
                     start += tables[p].n_rows
                 if config.needs_subset:
                     subset = np.concatenate([flags[p] for p in self.primaries])
+        elif self.settings.distribution == HYBRID:
+            tokens = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
+                                    f"data of {p!r}") for p in self.primaries}
+            joined = join_groups(verdict.groups, tables, tokens)
+            for duplicate in joined.duplicates:
+                holders = sorted(set(duplicate.parties), key=self.primaries.index)
+                errors.append(f"an identifier occurs twice in the column group of {holders} "
+                              "(the parties name it)")
+                i = len(findings)
+                findings.append({"column": tid, "parties": holders, "token": True,
+                                 "template": "identifier {value} is claimed twice in one column group"})
+                for party in holders:
+                    extra[party][f"finding/{i}"] = duplicate.token
+            if not errors:
+                table = joined.table
+                self._rows_of = dict(joined.rows_of)
+                hybrid_info = {"persons_per_group": joined.persons_per_group, "persons_dropped": joined.dropped,
+                               "groups": [list(g) for g in verdict.groups]}
         else:
             tokens = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
                                     f"data of {p!r}") for p in self.primaries}
@@ -600,7 +644,8 @@ class _Helper(HelperRole):
             self._stop(f"no party sent a hierarchy for column(s) {missing}", "b/integrated")
         self._share_rows = {p: tables[p].n_rows for p in self.primaries}
         info = {"rows": int(table.n_rows), "columns": list(table.columns),
-                "hierarchy_rules_received": merged.rules_received, "hierarchy_rules_kept": merged.rules_kept}
+                "hierarchy_rules_received": merged.rules_received, "hierarchy_rules_kept": merged.rules_kept,
+                **hybrid_info}
         return table, merged.hierarchies, subset, info
 
 

@@ -445,7 +445,10 @@ class CountJudge:
             kept = groups[:, keep].copy()
             kept[0] = np.arange(real.size)
             maps.append(kept)
-            cards.append([np.bincount(kept[level], weights=real, minlength=self.level_sizes[i][level])
+            # level 0 holds the kept leaves only (a hybrid join can drop every real row of a value
+            # that a pseudotuple still carries); higher levels keep the helper's numbering
+            cards.append([np.bincount(kept[level], weights=real,
+                                      minlength=real.size if level == 0 else self.level_sizes[i][level])
                           .astype(np.int64) for level in range(height)])
         unused = [[np.zeros(1)] * h for h in self.heights]  # leaf shares: LM only
         return MetricContext(self.n_rows, self.heights, cards, maps, unused)

@@ -61,7 +61,7 @@ from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.kit import codec
-from fedanon.protocols.kit.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
     SUPPRESSED,
     ColumnCiphers,
@@ -78,6 +78,17 @@ from fedanon.protocols.c.counted_checks import (
     check_supported,
 )
 from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
+from fedanon.protocols.hybrid.join import (
+    HYBRID,
+    check_grouped_tallies,
+    check_hybrid_schemas,
+    column_groups,
+    group_pseudotuples,
+    held_by,
+    join_groups,
+    joined_flags,
+    my_group,
+)
 from fedanon.protocols.kit.keyshare import (
     KeySharingPrimary,
     bind_hello,
@@ -174,8 +185,10 @@ class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
-        self.vertical = self.settings.distribution == "vertical"
+        self.hybrid = self.settings.distribution == HYBRID
+        self.vertical = self.settings.distribution == "vertical" or self.hybrid  # joined on the TID
         self.counter_key: CounterPrivateKey | None = None
+        self._joined: np.ndarray | None = None  # hybrid: which of our sent rows are in the join
 
     # -- encrypt -----------------------------------------------------------------------
     def _hello(self) -> tuple[Roster, CounterPublicKey]:
@@ -223,7 +236,7 @@ class _Primary(KeySharingPrimary):
                 continue
             wanted = set(keys)
             if self.vertical and party != self.key_holder:  # an owner needs only its columns and the TID
-                wanted = {tid} | {c for c, o in roster.owners.items() if o == party}
+                wanted = {tid} | held_by(roster, party)
             bundles[party] = {c: k for c, k in keys.items() if c in wanted}
         send_bundles(self.identity, self.transport, self.helper, publics, bundles, "c/keys-for", context)
         return keys
@@ -239,17 +252,22 @@ class _Primary(KeySharingPrimary):
         if not self.vertical:
             # a column released as its class mean travels under the counter key only (class_means.py)
             columns = [c for c in roster.columns if c not in means]
+        fake_ids = range(pseudotuple_count(len(local.rows), pseudotuple_share(self.settings.options)))
+        if self.hybrid:  # one run-wide set of fake TIDs, dealt over the parties of each column group
+            columns = [c for c in roster.columns if c in columns]  # a group's parties append: one order
+            _, group = my_group(roster, self.me)
+            fake_ids = range(group.index(self.me), int(roster.report.get("pseudotuples", 0)), len(group))
         fixed = {local.columns.index(tid)} if tid else set()
-        fakes = resample_rows(local.rows, pseudotuple_count(len(local.rows), pseudotuple_share(self.settings.options)),
-                              fixed)
+        fakes = resample_rows(local.rows, len(fake_ids), fixed)
         if tid:
             t = local.columns.index(tid)
-            for i, row in enumerate(fakes):
+            for row, i in zip(fakes, fake_ids):
                 row[t] = fake_tid(keys[tid], i)
         rows = list(local.rows) + fakes
         real = np.r_[np.ones(len(local.rows), bool), np.zeros(len(fakes), bool)]
         perm = random_permutation(len(rows))
         table = encode_share(columns, rows, [local.columns.index(c) for c in columns], perm)
+        self._order = perm  # sent row i is our row perm[i] (>= our row count: a pseudotuple)
         self._sent = (table, real[perm])  # plaintext in the order sent, real-row flags: for the release tally
         parts: dict[str, bytes] = {"table": codec.encode_table(ciphers.encrypt_table(table))}
         if tid:
@@ -266,9 +284,13 @@ class _Primary(KeySharingPrimary):
         encryptor = self.counter_key if self.counter_key is not None else counter_key  # key holder: CRT
         if not self.vertical:
             parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm].tolist(), ticker)
-        else:  # our deal of the TIDs, in our permuted row order
-            mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
-                self.settings.primaries.index(self.me)
+        else:  # our deal of the TIDs, in our permuted row order (hybrid: dealt over the column groups)
+            if self.hybrid:
+                mine = counter_owner(parts["tids"], len(rows), len(column_groups(roster))) == \
+                    my_group(roster, self.me)[0]
+            else:
+                mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
+                    self.settings.primaries.index(self.me)
             parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm][mine].tolist(), ticker)
         for name in means:
             at = local.columns.index(name)
@@ -365,7 +387,7 @@ class _Primary(KeySharingPrimary):
             merged.append([cells[c] if c in cells else texts[c][i] for c in order])
         return order, merged
 
-    def _tally(self, keys: dict[str, bytes], request: Verdict) -> Tally:
+    def _tally(self, keys: dict[str, bytes], request: Verdict, parts: dict[str, bytes] | None = None) -> Tally:
         """Our real rows at the helper's transformation, as the release must hold them (`release_tally`)."""
         request.raise_if_stopped()
         transformation = request.report.get("transformation")
@@ -373,7 +395,15 @@ class _Primary(KeySharingPrimary):
             raise ProtocolError("the helper's tally request names no transformation")
         table, real = self._sent
         columns = list(table.columns)
-        if self.vertical:
+        if self.hybrid:  # our columns; only our rows the join kept (persons some group lacks are dropped)
+            mine = held_by(self._roster, self.me)
+            columns = [c for c in columns if c in mine]
+            joined = codec.decode_flags(codec.require_part(parts or {}, "joined", "tally request"), "joined flags")
+            if len(joined) != len(real):
+                raise ProtocolError("the helper's joined flags do not match this party's row count")
+            self._joined = joined
+            real = real & joined
+        elif self.vertical:
             columns = [c for c in columns if self._roster.owners.get(c) == self.me]
         return own_tally(self.me, self._tally_key, table, columns, real, None, transformation,
                          self.local.hierarchies, ColumnCiphers(self.settings.run_id, keys))
@@ -383,17 +413,22 @@ class _Primary(KeySharingPrimary):
         """Key holder: the rows whose counters decrypt to 1 against every primary's tally, each
         received straight from that primary. A helper holds the counter public key and can
         encrypt a 1 for a pseudotuple; it cannot make the count and the keyed digest agree."""
-        request, _ = receive_control(self.transport, self.helper, "c/tally-request", Verdict, "tally request")
+        request, rparts = receive_control(self.transport, self.helper, "c/tally-request", Verdict, "tally request")
         started = time.perf_counter()
-        tallies = {self.me: self._tally(keys, request)}
+        tallies = {self.me: self._tally(keys, request, rparts)}
         own_s = time.perf_counter() - started
         for party in self.settings.primaries:
             if party != self.me:
                 tallies[party] = Tally.from_json(self.transport.receive(party, "c/tally"), party)
         started = time.perf_counter()
         transformation = report.get("transformation")
-        problems = check_tallies(tallies, self._tally_key, table, keep,
-                                 transformation if isinstance(transformation, dict) else {}, self.vertical)
+        if self.hybrid:
+            problems = check_grouped_tallies(tallies, self._tally_key, table,
+                                             transformation if isinstance(transformation, dict) else {},
+                                             column_groups(self._roster), keep)
+        else:
+            problems = check_tallies(tallies, self._tally_key, table, keep,
+                                     transformation if isinstance(transformation, dict) else {}, self.vertical)
         # this safeguard's own cost (not the wait for the others' tallies), for the benchmarks
         self.tally_s = round(own_s + time.perf_counter() - started, 6)
         if problems:
@@ -411,7 +446,16 @@ class _Primary(KeySharingPrimary):
         turns it into a run-wide stop, and the helper sends `c/done` only after `c/accepted`.
         """
         transformation = report.get("transformation")
-        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution, columns, rows,
+        local = self.local
+        if self.hybrid and self._joined is not None:  # our persons the join dropped are rightly absent
+            order = self._order
+            n = len(local.rows)
+            keep = np.zeros(n, dtype=bool)
+            sent = order[self._joined & (order < n)]
+            keep[sent] = True
+            local = LocalData(list(local.columns), [r for r, k in zip(local.rows, keep.tolist()) if k],
+                              local.hierarchies, local.tid_column, None)
+        problems = check_result(self.me, local, self.settings.config, self.settings.distribution, columns, rows,
                                 np.asarray(suppressed, dtype=bool).tolist(),
                                 transformation if isinstance(transformation, dict) else None, timings)
         if problems:
@@ -425,7 +469,7 @@ class _Primary(KeySharingPrimary):
             roster, counter_key = self._hello()
             keys = self._agree_keys(roster)
             self._roster = roster
-            shared = shared_key_column(list(roster.columns), roster.tid_column if self.vertical else None)
+            shared = shared_key_column(list(roster.columns), roster.tid_column if self.vertical else None)  # TID
             self._tally_key = tally_key(keys[shared], PROTOCOL, self.settings.run_id)
             self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
         with timer.phase("integrate"):
@@ -443,9 +487,10 @@ class _Primary(KeySharingPrimary):
         else:
             with timer.phase("decrypt"):
                 # the whole search: the helper marks progress after its checks
-                request, _ = open_control(receive_progressing(self.ctx, self.helper, "c/tally-request", "anonymize",
-                                                              via_relay=True), Verdict, "tally request")
-                self.transport.send(self.key_holder, "c/tally", self._tally(keys, request).to_json())
+                request, rparts = open_control(receive_progressing(self.ctx, self.helper, "c/tally-request",
+                                                                   "anonymize", via_relay=True),
+                                               Verdict, "tally request")
+                self.transport.send(self.key_holder, "c/tally", self._tally(keys, request, rparts).to_json())
                 done, _ = open_control(receive_progressing(self.ctx, self.helper, "c/done", "decrypt", via_relay=True),
                                        Verdict, "completion notice")
                 done.raise_if_stopped()
@@ -467,7 +512,9 @@ class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
-        self.vertical = self.settings.distribution == "vertical"
+        self.hybrid = self.settings.distribution == HYBRID
+        self.vertical = self.settings.distribution == "vertical" or self.hybrid  # joined on the TID
+        self._joined_of: dict[str, np.ndarray] = {}  # hybrid: per primary, which of its rows the join kept
         # the others' next message after the search is the tally request
         self.search_progress = ProgressTicker(ctx, [p for p in self.primaries if p != self.key_holder],
                                               "c/tally-request")
@@ -497,7 +544,9 @@ class _Helper(HelperRole):
                                     "not class means")
             if self.key_holder not in self.primaries:
                 raise ProtocolError(f"result recipient (key holder) {self.key_holder!r} is not a primary party")
-            verdict = check_schemas(settings.distribution, settings.config, {p: h.summary() for p, h in hellos.items()})
+            summaries = {p: h.summary() for p, h in hellos.items()}
+            verdict = (check_hybrid_schemas(settings.config, summaries) if self.hybrid
+                       else check_schemas(settings.distribution, settings.config, summaries))
             errors.extend(verdict.errors)
         except FedanonError as exc:
             errors.append(f"invalid run configuration: {exc}")
@@ -511,7 +560,11 @@ class _Helper(HelperRole):
             raise shared_error(message)
         tid = hellos[self.primaries[0]].tid_column if self.vertical else None
         roster = Roster(ok=True, columns=verdict.columns, owners=verdict.owners, tid_column=tid,
-                        public_keys={p: h.public_key for p, h in hellos.items()}, bindings=roster_bindings(hellos))
+                        public_keys={p: h.public_key for p, h in hellos.items()}, bindings=roster_bindings(hellos),
+                        holders=getattr(verdict, "holders", {}))
+        if self.hybrid:  # every group pads with the same fake TIDs (see `group_pseudotuples`)
+            roster.report = {"pseudotuples": group_pseudotuples(
+                [sum(hellos[p].rows for p in g) for g in verdict.groups], pseudotuple_share(settings.options))}
         counter = {k: v for k, v in key_parts.items() if k in ("counter_key", "counter_key_signature")}
         for p in self.primaries:
             send_control(self.transport, p, "c/roster", roster, **counter)
@@ -541,6 +594,8 @@ class _Helper(HelperRole):
                                    tables[p].n_rows if rows is None else rows, f"{name} of {p!r}")
 
         delta = self.settings.config.needs_subset
+        if self.hybrid:
+            return self._integrate_hybrid(shares, tables, verdict, counter_key, merged.hierarchies, counters)
         if not self.vertical:
             table = append_tables([tables[p] for p in self.primaries])
             real = [c for p in self.primaries for c in counters(p, "counters/real")]
@@ -591,6 +646,37 @@ class _Helper(HelperRole):
             sums = counter_key.sum_by_class(counter_key.load(ciphertexts), row_class.tolist(), g)
             parts[f"sums/{name}"] = counter_key.sums_message(sums, bounds, order.tolist())
         return parts
+
+    def _integrate_hybrid(self, shares: dict[str, dict[str, bytes]], tables: dict[str, EncodedTable], verdict: Any,
+                          counter_key: CounterPublicKey, hierarchies: dict[str, Hierarchy], counters: Any
+                          ) -> tuple[EncodedTable, dict[str, Hierarchy], RowCounters, list[bytes]]:
+        """Append each column group, join the groups on TID tokens (persons some group lacks are
+        dropped), and take each joined row's real-row counter from the group its token is dealt to."""
+        keyed = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
+                               f"data of {p!r}") for p in self.primaries}
+        joined = join_groups(verdict.groups, tables, keyed)
+        if joined.duplicates:
+            groups = sorted({tuple(sorted(set(d.parties))) for d in joined.duplicates})
+            raise stop_run(self.ctx, "run stopped during integration: an identifier occurs twice in the column "
+                                     f"group of {', '.join(str(list(g)) for g in groups)}", "integration")
+        table = joined.table
+        real = [b""] * table.n_rows
+        for index, group in enumerate(verdict.groups):
+            for p in group:
+                dealt = counter_owner(shares[p]["tids"], tables[p].n_rows, len(verdict.groups)) == index
+                received = counters(p, "counters/real", int(dealt.sum()))
+                rank = np.cumsum(dealt) - 1
+                rows_p = joined.rows_of[p]
+                for r in np.flatnonzero((rows_p >= 0) & dealt[np.maximum(rows_p, 0)]).tolist():
+                    real[r] = received[int(rank[rows_p[r]])]
+        if any(not c for c in real):
+            raise stop_run(self.ctx, "run stopped during integration: a joined row has no real-row counter",
+                           "integration")
+        self._joined_of = {p: joined_flags(joined.rows_of[p], tables[p].n_rows) for p in self.primaries}
+        self.hybrid_report = {"persons_per_group": joined.persons_per_group, "persons_dropped": joined.dropped,
+                              "groups": [list(g) for g in verdict.groups]}
+        loaded = RowCounters(counter_key.load(real, workers=None), None)
+        return table, hierarchies, loaded, real
 
     def _ask(self, request: bytes) -> bytes:
         self.round_trips += 1
@@ -656,9 +742,12 @@ class _Helper(HelperRole):
                           "algorithm": found.algorithm, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
+                if self.hybrid:
+                    report["integration"] = self.hybrid_report
                 for p in self.primaries:  # each primary tells the key holder what the result must hold of it
+                    joined = ({"joined": codec.encode_flags(self._joined_of[p])} if self.hybrid else {})
                     send_control(transport, p, "c/tally-request",
-                                 Verdict(ok=True, report={"transformation": report["transformation"]}))
+                                 Verdict(ok=True, report={"transformation": report["transformation"]}), **joined)
                 # the others finish only once the key holder has checked and accepted the result
                 accepted, _ = open_control(receive_progressing(self.ctx, self.key_holder, "c/accepted", "decrypt"),
                                            Verdict, "acceptance")  # the key holder decrypts every row counter first

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
     from fedanon.data.hierarchy import Hierarchy
     from fedanon.engine.result import AnonymizationResult
 
-Distribution = Literal["horizontal", "vertical"]
+Distribution = Literal["horizontal", "vertical", "hybrid"]
 Role = str  # "primary" or "helper"; a protocol's spec lists the roles it has
 
 

@@ -168,6 +168,7 @@ class Roster(Verdict):
     columns: list[str] = field(default_factory=list)  # integrated column order
     owners: dict[str, str] = field(default_factory=dict)  # column -> party (vertical)
     tid_column: str | None = None
+    holders: dict[str, list[str]] = field(default_factory=dict)  # column -> parties (hybrid)
     public_keys: dict[str, str] = field(default_factory=dict)  # party -> hex
     bindings: dict[str, dict[str, str]] = field(default_factory=dict)  # party -> signature, certificate
 

@@ -63,10 +63,10 @@ def local_checks(me: str, local: LocalData, config: AnonymizationConfig, distrib
         ))
         return problems
     index = {c: i for i, c in enumerate(columns)}
-    if distribution == "vertical":
+    if distribution in ("vertical", "hybrid"):  # rows joined on the TID
         tid = local.tid_column
         if not tid or tid not in index:
-            msg = f"party {me!r}: vertical distribution needs a TID column, but {tid!r} is not among its columns {columns}"
+            msg = f"party {me!r}: {distribution} distribution needs a TID column, but {tid!r} is not among its columns {columns}"
             problems.append(LocalProblem(msg, msg))
         else:
             c = index[tid]

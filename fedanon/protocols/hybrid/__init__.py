@@ -1,0 +1,1 @@
+"""Hybrid distributions: column groups joined on encrypted person identifiers (see `join`)."""

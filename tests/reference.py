@@ -51,7 +51,8 @@ from typing import Iterable, Sequence
 SUPPRESSED = "*"
 EPS = 1e-9  # docs/guide/anonymize.md: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
 METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic", "ambiguity")
+           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic", "ambiguity",
+           "kl-divergence")
 
 
 # ----------------------------------------------------------------------------- input
@@ -365,6 +366,35 @@ class Reference:
                     product *= sum(1 for v in domain if tree.at(v, lv) == tree.at(row[c], lv))
             total += product
         return total / self.n
+
+    def m_kl_divergence(self, res: NodeResult) -> float:
+        """Kifer & Gehrke's KL divergence in bits: P the input's QI tuples, Q the release with each
+        released row's mass 1/n spread evenly over every tuple of the table's domains its
+        generalized values cover (a suppressed row over the whole domain); Σ_t p(t) log2(p(t)/q(t))
+        over the tuples of the input. Written over rows: q(t) sums every row's share at t."""
+        domains = [sorted({row[c] for row in self.rows}) for c in self.qi_col]
+        whole = math.prod(len(d) for d in domains)
+        p = Counter(tuple(row[c] for c in self.qi_col) for row in self.rows)
+        covers: list[tuple[set[str], ...] | None] = []  # per row: the values each released QI cell covers
+        for i, row in enumerate(self.rows):
+            if i in res.suppressed_rows:
+                covers.append(None)
+                continue
+            cells = []
+            for q, c, lv, domain in zip(self.model.qis, self.qi_col, res.levels, domains):
+                tree = self.trees[q]
+                cells.append({v for v in domain if tree.at(v, lv) == tree.at(row[c], lv)})
+            covers.append(tuple(cells))
+        total = 0.0
+        for t, count in p.items():
+            q_t = 0.0
+            for cover in covers:
+                if cover is None:
+                    q_t += 1 / (self.n * whole)
+                elif all(v in cell for v, cell in zip(t, cover)):
+                    q_t += 1 / (self.n * math.prod(len(cell) for cell in cover))
+            total += count / self.n * math.log2(count / self.n / q_t)
+        return total
 
     def m_aecs(self, res: NodeResult) -> float:
         """n / (classes of the output table): kept classes + one class of all suppressed rows."""

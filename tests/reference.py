@@ -51,7 +51,8 @@ from typing import Iterable, Sequence
 SUPPRESSED = "*"
 EPS = 1e-9  # docs/guide/anonymize.md: bounds (entropy log ℓ, EMD t, δ) are compared with a 1e-9 tolerance
 METRICS = ("height", "precision", "precision-star", "loss", "aecs", "discernibility",
-           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic", "ambiguity")
+           "discernibility-star", "entropy", "nonuniform-entropy", "nonuniform-entropy-monotonic", "ambiguity",
+           "kl-divergence")
 
 
 # ----------------------------------------------------------------------------- input
@@ -85,6 +86,7 @@ class Model:
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     k_map_population: int | None = None  # k against the input as population; `subset` = released rows
+    population_uniqueness: tuple | None = None  # (τ, sampling fraction π[, "pitman" | "zayatz"])
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -195,6 +197,64 @@ def kmap_class_size(k: int, population: int, estimator: str, alpha: float, n: in
     return min(k, n)
 
 
+def pitman_population_uniques(sizes: Sequence[int], population: float) -> float:
+    """Hoshino (2001): the expected population uniques Γ(θ+1)/Γ(θ+α)·N^α (at most N) under Pitman's
+    model, (θ, α) maximizing the likelihood of the class sizes. Found by maximizing the log-likelihood
+    itself (golden-section search over α of the best θ, itself a golden-section search over
+    ln(θ + α)), not from its derivatives. 0 without sample uniques; N when every record is one."""
+    sizes = [s for s in sizes if s > 0]
+    n, u = sum(sizes), len(sizes)
+    if 1 not in sizes:
+        return 0.0
+    if u == n:
+        return float(population)
+
+    def partition_part(theta: float, alpha: float) -> float:  # the terms with θ
+        return sum(math.log(theta + i * alpha) for i in range(1, u)) - sum(math.log(theta + i) for i in range(1, n))
+
+    def size_part(alpha: float) -> float:  # the terms without θ
+        return sum(math.log(k - alpha) for j in sizes for k in range(1, j))
+
+    def golden(f, low: float, high: float, steps: int = 90) -> float:  # argmax of a unimodal f
+        ratio = (math.sqrt(5) - 1) / 2
+        a, b = low + (1 - ratio) * (high - low), low + ratio * (high - low)
+        fa, fb = f(a), f(b)
+        for _ in range(steps):
+            if fa < fb:
+                low, a, fa = a, b, fb
+                b = low + ratio * (high - low)
+                fb = f(b)
+            else:
+                high, b, fb = b, a, fa
+                a = low + (1 - ratio) * (high - low)
+                fa = f(a)
+        return (low + high) / 2
+
+    def best_theta(alpha: float) -> float:
+        shift = golden(lambda t: partition_part(math.exp(t) - alpha, alpha), math.log(1e-9), math.log(1e9))
+        return math.exp(shift) - alpha
+
+    alpha = golden(lambda a: partition_part(best_theta(a), a) + size_part(a), 0.0, 1.0 - 1e-9, steps=70)
+    theta = best_theta(alpha)
+    return min(math.exp(math.lgamma(theta + 1) - math.lgamma(theta + alpha) + alpha * math.log(population)),
+               float(population))
+
+
+def zayatz_population_uniques(sizes: Sequence[int], population: float) -> float:
+    """Zayatz (1991) as ARX computes it, with exact integer binomials (N must be a whole number):
+    P(unique | sample unique) = f1·h(1) / Σ_i f_i·h(i), h(i) = C(i, 1)·C(N − i, n − 1) / C(N, n), and
+    the sample uniques that are population uniques scaled up by N / n."""
+    whole = round(population)
+    assert abs(population - whole) < 1e-6, "the reference's Zayatz needs a whole population"
+    sizes = [s for s in sizes if s > 0]
+    n, f = sum(sizes), Counter(sizes)
+    if not f[1]:
+        return 0.0
+    h = {i: i * math.comb(whole - i, n - 1) / math.comb(whole, n) if whole - i >= n - 1 else 0.0 for i in f}
+    conditional = f[1] * h[1] / sum(f[i] * h[i] for i in f)
+    return min(f[1] * conditional * whole / n, float(whole))
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -233,7 +293,7 @@ class Reference:
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
         others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
-                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population)
+                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population, m.population_uniqueness)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -291,6 +351,13 @@ class Reference:
         res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
         if self.model.average_risk is not None:
             res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
+        if self.model.population_uniqueness is not None:
+            tau, fraction, *named = self.model.population_uniqueness
+            estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
+            kept = {key: len(members) for key, members in classes.items() if key not in res.failing}
+            population = self.n / fraction
+            if 1 in kept.values() and estimate(list(kept.values()), population) / population > tau + EPS:
+                res.failing |= {key for key, size in kept.items() if size == 1}  # every sample unique goes
         res.suppressed_rows = {i for key in res.failing for i in classes[key]}
         res.anonymous = len(res.suppressed_rows) <= self.limit
         if res.anonymous:
@@ -365,6 +432,35 @@ class Reference:
                     product *= sum(1 for v in domain if tree.at(v, lv) == tree.at(row[c], lv))
             total += product
         return total / self.n
+
+    def m_kl_divergence(self, res: NodeResult) -> float:
+        """Kifer & Gehrke's KL divergence in bits: P the input's QI tuples, Q the release with each
+        released row's mass 1/n spread evenly over every tuple of the table's domains its
+        generalized values cover (a suppressed row over the whole domain); Σ_t p(t) log2(p(t)/q(t))
+        over the tuples of the input. Written over rows: q(t) sums every row's share at t."""
+        domains = [sorted({row[c] for row in self.rows}) for c in self.qi_col]
+        whole = math.prod(len(d) for d in domains)
+        p = Counter(tuple(row[c] for c in self.qi_col) for row in self.rows)
+        covers: list[tuple[set[str], ...] | None] = []  # per row: the values each released QI cell covers
+        for i, row in enumerate(self.rows):
+            if i in res.suppressed_rows:
+                covers.append(None)
+                continue
+            cells = []
+            for q, c, lv, domain in zip(self.model.qis, self.qi_col, res.levels, domains):
+                tree = self.trees[q]
+                cells.append({v for v in domain if tree.at(v, lv) == tree.at(row[c], lv)})
+            covers.append(tuple(cells))
+        total = 0.0
+        for t, count in p.items():
+            q_t = 0.0
+            for cover in covers:
+                if cover is None:
+                    q_t += 1 / (self.n * whole)
+                elif all(v in cell for v, cell in zip(t, cover)):
+                    q_t += 1 / (self.n * math.prod(len(cell) for cell in cover))
+            total += count / self.n * math.log2(count / self.n / q_t)
+        return total
 
     def m_aecs(self, res: NodeResult) -> float:
         """n / (classes of the output table): kept classes + one class of all suppressed rows."""

@@ -166,6 +166,10 @@ NODE_114 = {
     # table domains: age 8 values, sex 2, zipcode 8 (a suppressed row: 8·2·8 = 128);
     # kept rows: age 20-60 covers 4 values, sex * 2, zip 8**** 8 -> 64 each: (4·64 + 4·128) / 8
     "ambiguity": (4 * 64 + 4 * 128) / 8,
+    # KL divergence in bits: 8 distinct tuples, p = 1/8 each; domain 128 cells. The 4 suppressed rows
+    # spread 4/8 over 128 cells (1/256 each); the kept class spreads 4/8 over its 64 cells (1/128 each).
+    # r1,r2,r5,r6: q = 1/128 + 1/256 = 3/256 -> 4 · 1/8 · log2(32/3); r3,r4,r7,r8: q = 1/256 -> 4 · 1/8 · 5
+    "kl-divergence": 0.5 * math.log2(32 / 3) + 0.5 * 5,
 }
 # Node (1,0,3) (Abb. 2.5) under recursive-(4,2)-diversity with 25 % suppression: 20-60/female/81***
 # {r2,r5} holds only pneumonia and is suppressed; {r1,r6}, {r3,r4}, {r7,r8} are kept.
@@ -185,6 +189,10 @@ NODE_103 = {
     # r1, r6: 20-60 (4 values) · sex 1 · 82*** (4 zips) = 16; r3, r4: 61-99 (2) · 1 · 81*** (4) = 8;
     # r7, r8: 1-19 (2) · 1 · 82*** (4) = 8; r2, r5 suppressed: 128 each -> (2·16 + 4·8 + 2·128) / 8
     "ambiguity": (2 * 16 + 4 * 8 + 2 * 128) / 8,
+    # KL divergence: S = {r2, r5} spreads 2/8 over 128 cells (1/512 each). r1, r6: 2/8 over the 16 cells
+    # of 20-60/male/82*** -> q = 1/64 + 1/512 = 9/512; r3, r4 and r7, r8: 2/8 over 8 cells -> q = 17/512;
+    # r2, r5: q = 1/512. Σ 1/8 · log2((1/8) / q) = 2/8 log2(64/9) + 4/8 log2(64/17) + 2/8 log2(64)
+    "kl-divergence": 0.25 * math.log2(64 / 9) + 0.5 * math.log2(64 / 17) + 0.25 * 6,
 }
 CASES = [
     ((1, 1, 4), dict(k=3, suppression=0.5), NODE_114),

@@ -205,6 +205,25 @@ class LossFractions(Sequence[list[np.ndarray]]):
         return fractions
 
 
+class InputClassSizes:
+    """The sizes of the input's classes at the bottom node (every QI at level 0), grouped once,
+    on first call.
+
+    Why lazy: only a metric that compares the release with the input's joint QI distribution
+    (KL divergence) reads them, and grouping every row costs as much as one check.
+    """
+
+    def __init__(self, grouper: Grouper) -> None:
+        self._grouper = grouper
+        self._sizes: np.ndarray | None = None
+
+    def __call__(self) -> np.ndarray:
+        if self._sizes is None:
+            bottom = tuple(0 for _ in range(self._grouper.n_qis))
+            self._sizes = np.asarray(self._grouper.group_rows(bottom).stats.sizes)
+        return self._sizes
+
+
 def metric_context(structure: Structure, n_rows: int, cardinalities: list[list[np.ndarray]]) -> MetricContext:
     """Metric facts from the hierarchies plus per-level value counts of the true rows."""
     return MetricContext(
@@ -214,6 +233,7 @@ def metric_context(structure: Structure, n_rows: int, cardinalities: list[list[n
         level0_to_level=structure.code_maps,
         leaf_fraction=LossFractions(structure),
         min_class_size=max(c.min_class_size for c in build_criteria(structure.config)),
+        input_class_sizes=InputClassSizes(structure.grouper),
     )
 
 

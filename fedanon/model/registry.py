@@ -122,9 +122,10 @@ class PrivacyModel:
         `criterion()`, so that a bug in the vectorized criterion cannot hide itself."""
         raise NotImplementedError
 
-    def release_violation(self, class_sizes: list[int]) -> str | None:
+    def release_violation(self, class_sizes: list[int], table_rows: int = 0) -> str | None:
         """The verifier's check of a model judged on the whole release (e.g. the average
-        re-identification risk), from the sizes of the released classes: why it fails, or None.
+        re-identification risk), from the sizes of the released classes and the input's row count
+        (a sample's size, from which a model estimates its population): why it fails, or None.
         Class-by-class models leave it alone."""
         return None
 

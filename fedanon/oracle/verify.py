@@ -218,7 +218,7 @@ def verify_anonymized(
                 problems.append(f"class {label}: {why}")
     sizes = sorted(len(members) for members in classes.values())
     for model in models:
-        why = model.release_violation(sizes)
+        why = model.release_violation(sizes, table_rows=n)
         if why:
             problems.append(f"release: {why}")
     return problems

@@ -9,6 +9,7 @@ code that chose the optimum), evaluated at those three nodes.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import math
@@ -54,11 +55,14 @@ def metric_scores(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], con
     `row_class`): what the caller already has for this table and config; the rest is built here.
     """
     prep = prepared if prepared is not None else prepare(table, dict(hierarchies), config, research_subset)
-    ctx = prep.checker.metric.ctx
     bottom = tuple(0 for _ in config.quasi_identifiers)
+    at_bottom = at_bottom if at_bottom is not None else prep.grouper.group_rows(bottom)
+    # the input's class sizes are those of `at_bottom`: a metric that compares with the input's
+    # joint distribution (KL divergence) reads them from there instead of grouping the rows again
+    bottom_sizes = at_bottom.stats.sizes
+    ctx = dataclasses.replace(prep.checker.metric.ctx, input_class_sizes=lambda: bottom_sizes)
     top = tuple(h - 1 for h in ctx.heights)
     levels = tuple(result.transformation[q] for q in config.quasi_identifiers)
-    at_bottom = at_bottom if at_bottom is not None else prep.grouper.group_rows(bottom)
     at_top = prep.grouper.group_rows(top)
     at_opt = at_opt if at_opt is not None else prep.grouper.group_rows(levels, keep_rows=True)
     failing = suppressed_classes(at_opt, np.asarray(result.suppressed, dtype=bool))

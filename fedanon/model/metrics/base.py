@@ -45,6 +45,10 @@ class MetricContext:
     level0_to_level: list[np.ndarray]  # [qi] -> code_map (height x d0)
     leaf_fraction: Sequence[list[np.ndarray]]  # [qi][level] -> (leaves-1)/(all leaves-1) per level code
     min_class_size: int = 1
+    # sizes of the input's classes with every QI at level 0 (its distinct QI tuples), grouped on
+    # first call: the input's joint QI distribution, which no per-QI count gives. None where the
+    # party building the metric may not see it (Protocol C's key holder)
+    input_class_sizes: Callable[[], np.ndarray] | None = None
 
 
 def fsum(values: np.ndarray) -> float:

@@ -140,7 +140,7 @@ class AverageRisk(PrivacyModel):
     def violation(self, view: ClassView) -> str | None:
         return None   # no single class fails: see release_violation
 
-    def release_violation(self, class_sizes: list[int]) -> str | None:
+    def release_violation(self, class_sizes: list[int], table_rows: int = 0) -> str | None:
         records = sum(class_sizes)
         if records == 0:
             return None

@@ -57,11 +57,14 @@ def _run(args: argparse.Namespace) -> int:
     analysis = None
     if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
         from fedanon.model.config import AnonymizationConfig
+        from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
         try:
-            analysis = analyze_protocol_output(AnonymizationConfig.from_dict(dict(cfg.privacy)), outcome.report,
+            # a DP release is judged as what it is: k-anonymity with the derived k
+            analysis = analyze_protocol_output(check_config(AnonymizationConfig.from_dict(dict(cfg.privacy))),
+                                               outcome.report,
                                                outcome.output_columns or [], outcome.output_rows)
         except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"

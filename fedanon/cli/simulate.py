@@ -124,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     if spec.hierarchy_sep != ";" or spec.encoding != "utf-8":
         # the simulated parties read ;-separated UTF-8 hierarchies: hand them normalized copies
         hierarchy_paths = {}
+    if config.model("dp") is not None:
+        from fedanon.protocols.registry import dp_refusal
+
+        refusal = dp_refusal(args.protocol, args.distribution)
+        if refusal:
+            raise InputError(refusal)
+        if args.baseline:
+            raise InputError("--baseline compares optimal anonymizations; a --dp release is a random draw: "
+                             "leave out --baseline")
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
@@ -157,10 +166,13 @@ def run(args: argparse.Namespace) -> int:
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
     if (spec.report or args.html) and report.get("transformation"):
+        from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_result
 
-        # the simulation holds the pooled input: input and output risk, utility (a real run cannot)
-        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.columns,
+        # the simulation holds the pooled input: input and output risk, utility (a real run cannot);
+        # a DP release is judged as k-anonymity with its derived k
+        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, check_config(config), report,
+                                           sim.columns,
                                            sim.rows, research_subset=subset)
         report.update(analysis.to_dict())
         if args.html:

@@ -42,24 +42,32 @@ class ProtocolSpec:
     min_primaries: int = 1
     metrics: tuple[str, ...] | None = None  # the metrics it can optimize (None: every metric)
     options: tuple[str, ...] = ()  # run options (`[options]` keys) it reads besides the common ones
+    # the splits in which it makes a (epsilon, delta)-DP release (`--dp`; protocols/dp/release.py)
+    dp: tuple[str, ...] = ()
+    dp_refusal: str = ""  # why it makes none where `dp` leaves a split out (one clause)
 
 
 _SPECS: dict[str, ProtocolSpec] = {
     "A": ProtocolSpec("A", "fedanon.protocols.a.protocol",
                       "commutative encryption around a ring of the data holders, no helper",
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
-                      phases=("encrypt", "integrate", "anonymize", "verify", "decrypt")),
+                      phases=("encrypt", "integrate", "anonymize", "verify", "decrypt"),
+                      dp=("horizontal",),
+                      dp_refusal="its primaries share no key from which to draw the same sample of persons"),
     "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
-                      phases=("encrypt", "integrate", "anonymize", "decrypt")),
+                      phases=("encrypt", "integrate", "anonymize", "decrypt"),
+                      dp=("horizontal", "vertical")),
     "C": ProtocolSpec("C", "fedanon.protocols.c.protocol",
                       "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
-                      options=("counters", "pseudotuples")),
+                      options=("counters", "pseudotuples"),
+                      dp_refusal="its helper never sees a class size, so it cannot score the exponential "
+                                 "mechanism's candidates; use Protocol B or A"),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,
@@ -87,6 +95,16 @@ def role_function(protocol: str, role: str) -> RoleFunction:
         return roles[role]
     except KeyError:
         raise ProtocolError(f"protocol {spec.name} has no role {role!r}; roles: {', '.join(roles)}") from None
+
+
+def dp_refusal(protocol: str, distribution: str) -> str | None:
+    """Why `protocol` makes no DP release in a `distribution` split (None: it does)."""
+    spec = protocol_spec(protocol)
+    if distribution in spec.dp:
+        return None
+    where = f" in a {distribution} split" if spec.dp else ""
+    return (f"--dp: Protocol {spec.name} makes no differentially private release{where}: "
+            f"{spec.dp_refusal or 'not supported'}")
 
 
 def available_protocols(anonymizing: bool = False) -> list[str]:

@@ -241,10 +241,26 @@ def run_partitioned(args: argparse.Namespace, spec: RunSpec) -> int:
     return 0
 
 
+def _refuse_search_flags(args: argparse.Namespace) -> None:
+    """A --dp release scores only the transformations its draws reach, on one process: the
+    exact search's limits and its row-grouping workers do not apply, so they are refused
+    rather than silently ignored."""
+    given = [flag for flag, on in (("--node-budget", args.node_budget is not None),
+                                   ("--time-limit", args.time_limit is not None),
+                                   ("--workers", str(args.workers).strip() != "1"),
+                                   ("--backend", args.backend != DEFAULT_BACKEND),
+                                   ("--scheduler", args.scheduler is not None)) if on]
+    if given:
+        raise InputError(f"{', '.join(given)} tune(s) the optimal search; a --dp release draws its transformation "
+                         "in --dp-steps steps instead: leave out " + ", ".join(given))
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
 
     spec = run_from_args(args)
+    if spec.privacy[0].model("dp") is not None:
+        _refuse_search_flags(args)
     resolve_workers(args.workers, 0)  # a bad --workers, --backend or --scheduler fails before any work
     check_backend(args.backend)
     if args.scheduler is not None and args.backend != "dask":

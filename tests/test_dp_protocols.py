@@ -59,11 +59,13 @@ def dp_config(seed: int | None, epsilon: float = 1.0) -> AnonymizationConfig:
     return AnonymizationConfig(QIS, models=[model])
 
 
-def run_b(pooled, distribution: str, config: AnonymizationConfig, record: bool = False) -> LocalRun:  # noqa: ANN001
+def run_b(pooled, distribution: str, config: AnonymizationConfig, record: bool = False,  # noqa: ANN001
+          protocol: str = "B") -> LocalRun:
     columns, rows, hierarchies = pooled
     split = split_horizontal if distribution == "horizontal" else split_vertical
     local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split(columns, rows, 3))}
-    settings = RunSettings(f"dp-{distribution}", "B", distribution, config, PARTIES, "p1", {})
+    parties = PARTIES if protocol != "A" else {p: r for p, r in PARTIES.items() if r == "primary"}
+    settings = RunSettings(f"dp-{distribution}", protocol, distribution, config, parties, "p1", {})
     run = run_in_memory(settings, local, record=record, timeout_s=300)
     assert not run.errors, run.errors
     return run
@@ -77,17 +79,19 @@ def pooled_sample(run: LocalRun, distribution: str, n_rows: int) -> np.ndarray:
     return np.sort(np.concatenate([np.asarray(groups[i])[run.outcomes[f"p{i + 1}"].sample] for i in range(3)]))
 
 
-@pytest.mark.parametrize("distribution", ["horizontal", "vertical"])
-def test_a_seeded_run_releases_what_the_local_release_does_on_the_same_sample(pooled, distribution: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("protocol, distribution", [("B", "horizontal"), ("B", "vertical"), ("A", "horizontal")])
+def test_a_seeded_run_releases_what_the_local_release_does_on_the_same_sample(pooled, protocol: str,  # noqa: ANN001
+                                                                              distribution: str) -> None:
     columns, rows, hierarchies = pooled
     config = dp_config(seed=11)
-    run = run_b(pooled, distribution, config)
+    run = run_b(pooled, distribution, config, protocol=protocol)
+    search_party = "helper" if protocol == "B" else "p2"   # A: the master, the recipient's right neighbour
     sample = pooled_sample(run, distribution, len(rows))
     if distribution == "vertical":  # the same persons at every party
         for party in ("p2", "p3"):
             assert np.array_equal(run.outcomes[party].sample, sample)
     local = release(EncodedTable.from_rows(columns, rows), hierarchies, config, rows=sample,
-                    rng=randomness(11, stream="helper"))
+                    rng=randomness(11, stream=search_party))
     got = run.outcomes["p1"]
     report = got.report
     assert report["transformation"] == local.transformation
@@ -102,7 +106,7 @@ def test_a_seeded_run_releases_what_the_local_release_does_on_the_same_sample(po
     dp = report["dp"]
     assert dp["k"] == local.extra["dp"]["k"] and dp["beta"] == pytest.approx(1 - np.exp(-0.9))
     assert dp["epsilon_anon"] + dp["epsilon_search"] == pytest.approx(1.0)
-    assert "not an optimum" in dp["selection"] and dp["seeded"] is True and dp["search_party"] == "helper"
+    assert "not an optimum" in dp["selection"] and dp["seeded"] is True and dp["search_party"] == search_party
     assert report["optimum_found"] is False
 
 
@@ -117,6 +121,19 @@ def test_the_same_seed_repeats_a_run_and_no_seed_does_not(pooled) -> None:  # no
     for a, b in ((free[0], free[1]), (free[2], free[3])):
         assert not np.array_equal(a.outcomes["p1"].sample, b.outcomes["p1"].sample)
         assert a.outcomes["p1"].report["dp"]["randomness"] == "opendp"
+
+
+@pytest.mark.parametrize("protocol, distribution", [("C", "horizontal"), ("C", "vertical"), ("A", "vertical")])
+def test_unsupported_protocols_stop_before_any_data_moves(pooled, protocol: str, distribution: str) -> None:  # noqa: ANN001
+    columns, rows, hierarchies = pooled
+    split = split_horizontal if distribution == "horizontal" else split_vertical
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split(columns, rows, 3))}
+    parties = PARTIES if protocol != "A" else {p: r for p, r in PARTIES.items() if r == "primary"}
+    settings = RunSettings("dp-refused", protocol, distribution, dp_config(seed=1), parties, "p1", {})
+    run = run_in_memory(settings, local, record=True, timeout_s=60)
+    assert set(run.errors) == set(parties)
+    assert all(f"Protocol {protocol} makes no differentially private release" in str(e) for e in run.errors.values())
+    assert all(not t.recorded for t in run.transports.values())   # nothing was sent at all
 
 
 def test_the_vertical_sampler_keeps_each_person_with_probability_beta() -> None:

@@ -54,6 +54,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols.dp.release import check_config, dp_model, keep_rows, refuse_unsupported, sampled, search
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
@@ -326,8 +327,14 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Party(DataHolder):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)  # a DP release in a vertical split: stop before any data moves
         super().__init__(ctx)
         self.options = Options.parse(ctx.settings.options)
+        self.dp = dp_model(ctx.settings.config) is not None
+        if self.dp and (self.options.verified or self.options.min_levels):
+            # every verifying party would draw its own transformation; pre-generalization would
+            # restrict the lattice SafePub's budget and k are derived for
+            raise mark_shared(ProtocolError("--dp cannot be combined with --verified or --min-level in Protocol A"))
         self.ring = list(self.settings.primaries)
         n = len(self.ring)
         if n < 2:
@@ -366,6 +373,8 @@ class _Party(DataHolder):
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution) + self._min_level_problems()
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        if self.dp:
+            hello.rows = 0  # a DP run announces no row count: the master learns only the sample's
         if self.me != self.master:
             send_control(self.transport, self.master, "a/hello", hello)
             roster, _ = receive_control(self.transport, self.master, "a/roster", Roster, "roster")
@@ -537,6 +546,8 @@ class _Party(DataHolder):
         try:
             if self.me == self.master and self.options.doctor_master:
                 return self._doctored(table, hierarchies, integrated.subset)
+            if self.dp:
+                return search(table, hierarchies, config, self.me, "A")
             return anonymize(table, hierarchies, config, research_subset=integrated.subset)
         except NoSolutionError as exc:
             raise stop_run(self.ctx, str(exc), "no-solution") from None
@@ -745,7 +756,7 @@ class _Party(DataHolder):
         transformation = report.get("transformation")
         problems = self._count_problems(len(outcome.output_rows or []))
         problems = problems or check_result(
-            self.me, self.local, self.settings.config, self.settings.distribution,
+            self.me, self.local, check_config(self.settings.config), self.settings.distribution,
             outcome.output_columns or [], outcome.output_rows or [],
             None if mask is None else np.asarray(mask, dtype=bool).tolist(),
             transformation if isinstance(transformation, dict) else None, outcome.report)
@@ -764,6 +775,9 @@ class _Party(DataHolder):
         extra: dict[str, Any] = {}
         with timer.phase("encrypt"):
             roster = self._hello()
+            if self.dp:  # horizontal: each party keeps each of its rows with probability beta, alone
+                keep = keep_rows(self.settings.config, self.me, len(self.local.rows))
+                self.local, outcome.sample = sampled(self.local, keep), np.flatnonzero(keep)
             if self.me != self.recipient:  # straight to the recipient: the master cannot change it
                 self.transport.send(self.recipient, "a/rows", json.dumps(self._released_rows()).encode())
             tid = roster.tid_column if self.vertical else None

@@ -59,6 +59,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols.dp.release import refuse_unsupported
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
@@ -170,6 +171,7 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)  # no DP release in C (protocols/dp/release.py): stop before any data moves
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"
@@ -432,6 +434,7 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
 
 class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.vertical = self.settings.distribution == "vertical"

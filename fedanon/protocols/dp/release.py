@@ -47,7 +47,9 @@ from fedanon.dp.randomness import TWO_64, Randomness, randomness
 from fedanon.engine.result import AnonymizationResult
 from fedanon.engine.safepub import release_sample
 from fedanon.model.config import AnonymizationConfig
+from fedanon.errors import ProtocolError
 from fedanon.protocols.kit.api import LocalData, RoleContext
+from fedanon.protocols.kit.roles import mark_shared
 from fedanon.protocols.registry import dp_refusal
 
 _SAMPLE_LABEL = b"fedanon/dp-sample/v1/"
@@ -64,6 +66,13 @@ def refusal(ctx: RoleContext) -> str | None:
     if dp_model(ctx.settings.config) is None:
         return None
     return dp_refusal(ctx.settings.protocol, ctx.settings.distribution)
+
+
+def refuse_unsupported(ctx: RoleContext) -> None:
+    """Stop at every party, before any data moves, where the protocol cannot make this DP release."""
+    message = refusal(ctx)
+    if message:
+        raise mark_shared(ProtocolError(message))
 
 
 def party_randomness(config: AnonymizationConfig, party: str) -> Randomness:

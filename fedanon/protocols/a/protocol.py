@@ -54,7 +54,9 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols.dp.release import check_config, dp_model, keep_rows, refuse_unsupported, sampled, search
+from fedanon.protocols.dp.release import (bind_sampling_identity, check_config, deal_sampling_key, dp_model,
+                                         keep_persons, keep_rows, refuse_unsupported, sampled, search)
+from fedanon.protocols.kit.keyshare import roster_bindings
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
@@ -375,6 +377,8 @@ class _Party(DataHolder):
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
         if self.dp:
             hello.rows = 0  # a DP run announces no row count: the master learns only the sample's
+            if self.vertical:  # to receive the key that draws the same persons at every party
+                self._sampling_identity = bind_sampling_identity(self.ctx, hello, "A")
         if self.me != self.master:
             send_control(self.transport, self.master, "a/hello", hello)
             roster, _ = receive_control(self.transport, self.master, "a/roster", Roster, "roster")
@@ -384,6 +388,9 @@ class _Party(DataHolder):
                 hellos[party] = hello if party == self.me else \
                     receive_control(self.transport, party, "a/hello", Hello, f"hello of {party!r}")[0]
             roster = self._roster({p: h.summary() for p, h in hellos.items()})
+            if self.dp and self.vertical:
+                roster.public_keys = {p: h.public_key for p, h in hellos.items()}
+                roster.bindings = roster_bindings(hellos)
             for party in self.ring:
                 if party != self.me:
                     send_control(self.transport, party, "a/roster", roster)
@@ -403,6 +410,16 @@ class _Party(DataHolder):
             return Roster(ok=False, error="run stopped before any data was sent: " + "; ".join(verdict.errors))
         tid = hellos[self.ring[0]]["tid_column"] if self.vertical else None
         return Roster(columns=verdict.columns, owners=verdict.owners, tid_column=tid)
+
+    def _dp_sample(self, roster: Roster) -> np.ndarray:
+        """Horizontal: each of our rows with probability beta, alone; vertical: the persons whose
+        TID the shared sampling key selects, the same at every party."""
+        config = self.settings.config
+        if not self.vertical or self.local.tid_column is None:
+            return keep_rows(config, self.me, len(self.local.rows))
+        key = deal_sampling_key(self.ctx, self._sampling_identity, roster, "A")
+        t = self.local.columns.index(self.local.tid_column)
+        return keep_persons(config, key, "A", self.settings.run_id, [row[t] for row in self.local.rows])
 
     # -- encrypt: own share -------------------------------------------------------
     def _own_columns(self, roster: Roster) -> list[str]:
@@ -775,8 +792,8 @@ class _Party(DataHolder):
         extra: dict[str, Any] = {}
         with timer.phase("encrypt"):
             roster = self._hello()
-            if self.dp:  # horizontal: each party keeps each of its rows with probability beta, alone
-                keep = keep_rows(self.settings.config, self.me, len(self.local.rows))
+            if self.dp:  # protocols/dp/release.py: who samples how
+                keep = self._dp_sample(roster)
                 self.local, outcome.sample = sampled(self.local, keep), np.flatnonzero(keep)
             if self.me != self.recipient:  # straight to the recipient: the master cannot change it
                 self.transport.send(self.recipient, "a/rows", json.dumps(self._released_rows()).encode())

@@ -8,9 +8,11 @@ A DP run (`config.model("dp")`) changes two things in a protocol, nothing else:
   so the union of the primaries' samples is distributed exactly as a central sample of the
   pooled table. Vertical split: all parties must keep the same persons, so a person is kept
   when PRF(K, TID) < ⌊β·2⁶⁴⌋, with PRF = HMAC-SHA256 truncated to 64 bits
-  (`crypto.prp.prf_uint64`) and K derived (`crypto.prp.derive_key`) from the run's release
-  tally key, itself derived from the TID key that every primary holds and the helper never
-  sees. K is fresh per run and chosen independently of the data, and TIDs are distinct, so
+  (`crypto.prp.prf_uint64`) and K derived (`crypto.prp.derive_key`) from a key every primary
+  holds: in B the run's release tally key, itself derived from the TID key that the helper
+  never sees; in A (which has no shared key) a key the first primary draws and seals for each
+  other primary under the X25519 key that primary signed with its TLS certificate
+  (`deal_sampling_key`). K is fresh per run and chosen independently of the data, and TIDs are distinct, so
   the PRF's outputs are (computationally) independent uniform 64-bit numbers: every person
   is kept independently with probability β, independently of the data -- the condition of
   SafePub's privacy amplification by sampling. Only the sampled rows are encoded, encrypted
@@ -40,6 +42,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedanon.crypto.deterministic import generate_key
+from fedanon.crypto.keyagreement import KeyAgreementIdentity
 from fedanon.crypto.prp import derive_key, prf_uint64
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
@@ -49,7 +53,8 @@ from fedanon.engine.safepub import release_sample
 from fedanon.model.config import AnonymizationConfig
 from fedanon.errors import ProtocolError
 from fedanon.protocols.kit.api import LocalData, RoleContext
-from fedanon.protocols.kit.roles import mark_shared
+from fedanon.protocols.kit.keyshare import bind_hello, tls_identity, verified_publics
+from fedanon.protocols.kit.roles import Hello, Roster, mark_shared
 from fedanon.protocols.registry import dp_refusal
 
 _SAMPLE_LABEL = b"fedanon/dp-sample/v1/"
@@ -95,6 +100,32 @@ def keep_persons(config: AnonymizationConfig, shared_key: bytes, protocol: str, 
     if threshold >= TWO_64:
         return np.ones(len(tids), dtype=bool)
     return draws < np.uint64(threshold)
+
+
+def bind_sampling_identity(ctx: RoleContext, hello: Hello, protocol: str) -> KeyAgreementIdentity:
+    """A vertical run without a key all primaries already share (Protocol A): this party's
+    X25519 key for receiving the sampling key, put into its hello, signed with its TLS key."""
+    identity = KeyAgreementIdentity.generate(ctx.me)
+    bind_hello(hello, identity, tls_identity(ctx, protocol), protocol, ctx.settings.run_id)
+    return identity
+
+
+def deal_sampling_key(ctx: RoleContext, identity: KeyAgreementIdentity, roster: Roster, protocol: str) -> bytes:
+    """The first primary draws the sampling key and seals it for every other primary, which
+    opens it; each checks the others' keys against their TLS certificates first, so the party
+    that relayed the hellos (A's master) cannot put in a key of its own."""
+    run_id = ctx.settings.run_id
+    publics = verified_publics(ctx.me, roster, tls_identity(ctx, protocol), protocol, run_id)
+    context = f"fedanon/{protocol}/v1/dp-sampling-key/".encode() + run_id.encode("utf-8")
+    leader = ctx.settings.primaries[0]
+    topic = f"{protocol.lower()}/dp-sampling-key"
+    if ctx.me != leader:
+        return identity.open(leader, publics[leader], ctx.transport.receive(leader, topic), context)
+    key = generate_key()
+    for party in ctx.settings.primaries:
+        if party != ctx.me:
+            ctx.transport.send(party, topic, identity.seal(party, publics[party], key, context))
+    return key
 
 
 def sampled(local: LocalData, keep: np.ndarray) -> LocalData:

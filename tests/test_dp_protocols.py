@@ -261,3 +261,35 @@ def test_daemons_release_a_dp_sample_over_grpc(tmp_path: Path) -> None:
     dp = report["party_reports"]["helper"]["dp"]
     assert dp["seeded"] is False and report["rows_written"] == dp["sampled_rows"]
     assert abs(dp["sampled_rows"] / 30162 - dp["beta"]) < 0.02
+
+
+@pytest.mark.slow
+def test_fedanon_run_makes_a_dp_release_and_c_refuses_it(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`fedanon run` with `[privacy.dp]` in the run file, over party daemons (gRPC, mutual TLS)."""
+    import tomli_w
+    from example_parties import example_primaries
+
+    from fedanon.parties.config import run_config_dict
+    from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
+
+    (tmp_path / "shares").mkdir()
+    parties = example_primaries(tmp_path / "shares", insensitive=["diagnosis"])
+    parties.append(SimulatedParty("helper", "helper"))
+    model = model_type("dp").parse("2,1e-6", ParseContext(options={"steps": 5}))
+    with SimulatedNetwork(parties) as network:
+        cfg = network.run_config("B", config=AnonymizationConfig(["age", "sex", "zipcode"], models=[model]))
+        cfg.output, cfg.report = tmp_path / "result.csv", tmp_path / "report.json"
+        run_toml = tmp_path / "run.toml"
+        run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+        import tomllib
+
+        models = tomllib.loads(run_toml.read_text())["privacy"]["models"]
+        assert [m["model"] for m in models] == ["dp"] and models[0]["epsilon"] == 2
+        assert main(["run", "--config", str(run_toml), "--no-progress"]) == 0
+        report = json.loads((tmp_path / "report.json").read_text())
+        dp = report["party_reports"]["helper"]["dp"]
+        assert dp["epsilon"] == 2 and dp["k"] > 8 and dp["search_party"] == "helper"
+        assert report["output_rows"] == dp["sampled_rows"]  # 8 rows, k > 8: every sampled row suppressed
+        capsys.readouterr()
+        assert main(["run", "--config", str(run_toml), "--protocol", "C", "--no-progress"]) != 0
+        assert "Protocol C makes no differentially private release" in capsys.readouterr().err

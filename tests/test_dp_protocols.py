@@ -138,10 +138,14 @@ def test_unsupported_protocols_stop_before_any_data_moves(pooled, protocol: str,
     assert all(not t.recorded for t in run.transports.values())   # nothing was sent at all
 
 
-def test_the_vertical_sampler_keeps_each_person_with_probability_beta() -> None:
-    """Chi-square over 10⁵ TIDs against β, and against β off by 20 % (which must be rejected)."""
+def test_the_samplers_keep_each_row_with_probability_beta() -> None:
+    """Chi-square over 10⁵ rows / TIDs against β, and against β off by 20 % (which must be rejected)."""
     config = dp_config(seed=None, epsilon=0.5)
     beta = config.model("dp").parameters().beta
+    for kept in (dp_release.keep_rows(config, "p1", 100_000), dp_release.keep_rows(dp_config(seed=4, epsilon=0.5),
+                                                                                 "p2", 100_000)):
+        observed = np.array([(~kept).sum(), kept.sum()], dtype=float)
+        check_fits(observed, np.array([1 - beta, beta]), [np.array([1 - beta * f, beta * f]) for f in (0.8, 1.2)])
     tids = [f"person-{i}" for i in range(100_000)]
     kept = dp_release.keep_persons(config, os.urandom(32), "B", "rate-run", tids)
     observed = np.array([(~kept).sum(), kept.sum()], dtype=float)
@@ -226,7 +230,8 @@ def test_simulate_with_dp_flags_and_toml(tmp_path: Path) -> None:
     assert Counter((tmp_path / "f.csv").read_text().splitlines()) == \
         Counter((tmp_path / "t.csv").read_text().splitlines())
     report = json.loads((tmp_path / "f.json").read_text())
-    dp = report["party_reports"]["helper"]["dp"]
+    dp = report["dp"]
+    assert dp == report["party_reports"]["helper"]["dp"] == report["party_reports"]["p2"]["dp"]
     assert dp["epsilon"] == 2 and dp["delta"] == 1e-6 and dp["epsilon_search"] == 0.4 and dp["steps"] == 8
     assert dp["budget"]["entries"][-1]["detail"]["k"] == dp["k"] and dp["k"] > 1
     assert report["rows_written"] == dp["sampled_rows"] < 30162

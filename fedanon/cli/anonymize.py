@@ -113,13 +113,6 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
         rows.append(("optimum", "proven" if report["optimum_found"] else
                      f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%} "
                      f"(search stopped by the {limit:g} s time limit; --time-limit S or none to search longer)"))
-    dp = report.get("dp")
-    if dp is not None:
-        rows.append(("differential privacy",
-                     f"({dp['epsilon']:g}, {dp['delta']:g})-DP by SafePub: beta = {dp['beta']:.3f}, k = {dp['k']}, "
-                     f"epsilon_search = {dp['epsilon_search']:g} over {dp.get('search', {}).get('steps_taken', 0)} draws; "
-                     f"{dp['sampled_rows']} of {dp['input_rows']} rows sampled; a random draw, not an optimum"
-                     + ("; SEEDED: for tests only, not private" if dp["seeded"] else "")))
     rows.append(("checks / roll-ups",
                  f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes"))
     rows.append(("time", f"{report['elapsed_s']:.3f} s"))

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from fedanon.consortium.simulation import result_summary
-    from fedanon.cli.kit.summary import RESULT_KEYS, print_summary, result_rows
+    from fedanon.cli.kit.summary import RESULT_KEYS, party_dp, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs
     from fedanon.parties.daemon import check_tls_files
@@ -54,6 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
+    if party_dp(outcome.report.get("party_reports", {})):
+        outcome.report["dp"] = party_dp(outcome.report.get("party_reports", {}))
     analysis = None
     if outcome.output_rows is not None and outcome.report.get("transformation") and cfg.privacy:
         from fedanon.model.config import AnonymizationConfig

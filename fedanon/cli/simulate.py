@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.cli.kit.inputs import load_inputs
     from fedanon.data.io.delimited import write_table_csv
     from fedanon.cli.kit.runconfig import run_from_args
+    from fedanon.cli.kit.summary import dp_text, party_dp
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     config, hierarchy_paths, _sensitive, _subset_path = spec.privacy
@@ -165,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
                                           and c not in config.sensitive_attributes],
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
+    dp = party_dp(sim.party_reports)
+    if dp:  # at the top level, as `fedanon anonymize` reports it
+        report["dp"] = dp
     if (spec.report or args.html) and report.get("transformation"):
         from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_result
@@ -208,5 +212,7 @@ def run(args: argparse.Namespace) -> int:
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "
             f"excluding the anonymize phase")
+        if dp:
+            Console().print(f"differential privacy: {dp_text(dp)}")
         print_phase_table(sim.party_reports, "time and bytes per phase and party", phases)
     return 0

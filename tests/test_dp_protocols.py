@@ -138,6 +138,17 @@ def test_unsupported_protocols_stop_before_any_data_moves(pooled, protocol: str,
     assert all(not t.recorded for t in run.transports.values())   # nothing was sent at all
 
 
+def test_b_refuses_hierarchies_cut_to_the_data_before_any_data_moves(pooled) -> None:  # noqa: ANN001
+    """Leaf counts of hierarchies cut to the sample would make the score depend on the data."""
+    columns, rows, hierarchies = pooled
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split_horizontal(columns, rows, 3))}
+    settings = RunSettings("dp-scope", "B", "horizontal", dp_config(seed=1), PARTIES, "p1", {"hierarchy_scope": "data"})
+    run = run_in_memory(settings, local, record=True, timeout_s=60)
+    assert set(run.errors) == set(PARTIES)
+    assert all("hierarchy_scope 'data' cannot be combined with --dp" in str(e) for e in run.errors.values())
+    assert not any(t == "b/data" for _, t, _ in run.transports["helper"].recorded)
+
+
 def test_the_samplers_keep_each_row_with_probability_beta() -> None:
     """Chi-square over 10⁵ rows / TIDs against β, and against β off by 20 % (which must be rejected)."""
     config = dp_config(seed=None, epsilon=0.5)

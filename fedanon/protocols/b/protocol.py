@@ -103,6 +103,10 @@ def _hierarchy_scope(ctx: RoleContext) -> str:
     scope = ctx.settings.options.get("hierarchy_scope", "full")
     if scope not in ("full", "data"):
         raise ProtocolError(f"option hierarchy_scope must be 'full' or 'data', got {scope!r}")
+    if scope == "data" and dp_model(ctx.settings.config) is not None:
+        # the DP score's leaf counts must not depend on the data, or its sensitivity bound fails
+        raise ProtocolError("option hierarchy_scope 'data' cannot be combined with --dp: SafePub scores with the "
+                            "full hierarchies")
     return scope
 
 
@@ -451,6 +455,7 @@ class _Helper(HelperRole):
         vertical = settings.distribution == "vertical"
         try:
             per_party = _per_party_keys(self.ctx)
+            _hierarchy_scope(self.ctx)  # a bad scope stops the run at the roster, before any data moves
         except ProtocolError as exc:
             per_party = False
             option_error: str | None = str(exc)

@@ -267,14 +267,17 @@ def test_anonymize_refuses_search_flags_with_dp(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_daemons_release_a_dp_sample_over_grpc(tmp_path: Path) -> None:
-    """The same through party daemons (real gRPC over mutual TLS), vertical."""
+@pytest.mark.parametrize("protocol", ["B", "A"])
+def test_daemons_release_a_dp_sample_over_grpc(tmp_path: Path, protocol: str) -> None:
+    """The same through party daemons (real gRPC over mutual TLS), vertical: A's sampling key
+    travels sealed under keys bound to the TLS certificates."""
     out = _cli("simulate", str(ADULT / "adult.csv"), *QI_FLAGS, "--insensitive", "salary-class", "--split",
-               "vertical", "--dp", "1,1e-6", "--dp-steps", "10", "-o", "d.csv", "--report", "d.json", "-q",
-               cwd=tmp_path)
+               "vertical", "--protocol", protocol, "--dp", "1,1e-6", "--dp-steps", "10", "-o", "d.csv",
+               "--report", "d.json", "-q", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     report = json.loads((tmp_path / "d.json").read_text())
-    dp = report["party_reports"]["helper"]["dp"]
+    dp = report["dp"]
+    assert dp["search_party"] == ("helper" if protocol == "B" else "p2")
     assert dp["seeded"] is False and report["rows_written"] == dp["sampled_rows"]
     assert abs(dp["sampled_rows"] / 30162 - dp["beta"]) < 0.02
 

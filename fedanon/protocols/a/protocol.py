@@ -329,7 +329,7 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Party(DataHolder):
     def __init__(self, ctx: RoleContext) -> None:
-        refuse_unsupported(ctx)  # a DP release in a vertical split: stop before any data moves
+        refuse_unsupported(ctx)  # a DP release the registry says A cannot make: stop before any data moves
         super().__init__(ctx)
         self.options = Options.parse(ctx.settings.options)
         self.dp = dp_model(ctx.settings.config) is not None

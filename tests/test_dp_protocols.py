@@ -249,7 +249,8 @@ def test_simulate_with_dp_flags_and_toml(tmp_path: Path) -> None:
     for extra, message in ((["--protocol", "C"], "Protocol C makes no differentially private release"),
                            (["--protocol", "C", "--split", "vertical"], "Protocol C makes no"),
                            (["--protocol", "A", "--verified"], "--verified"),
-                           (["--baseline"], "--baseline")):
+                           (["--baseline"], "--baseline"), (["--dp-steps", "0"], "--dp-steps"),
+                           (["--dp-search-budget", "3"], "--dp-search-budget")):
         bad = _cli("simulate", str(ADULT / "adult.csv"), *QI_FLAGS, "--dp", "1,1e-6", "--in-memory", "-q",
                    "-o", "x.csv", *extra, cwd=tmp_path)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and message in bad.stderr, bad.stderr

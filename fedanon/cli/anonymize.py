@@ -116,13 +116,6 @@ def _summary(spec: RunSpec, report: dict[str, Any], written: int) -> None:
         rows.append(("optimum", "proven" if report["optimum_found"] else
                      f"not proven: loss lower bound {report['loss_lower_bound']:.6g}, gap {report['gap']:.2%} "
                      f"(search stopped by the {limit:g} s time limit; --time-limit S or none to search longer)"))
-    dp = report.get("dp")
-    if dp is not None:
-        rows.append(("differential privacy",
-                     f"({dp['epsilon']:g}, {dp['delta']:g})-DP by SafePub: beta = {dp['beta']:.3f}, k = {dp['k']}, "
-                     f"epsilon_search = {dp['epsilon_search']:g} over {dp.get('search', {}).get('steps_taken', 0)} draws; "
-                     f"{dp['sampled_rows']} of {dp['input_rows']} rows sampled; a random draw, not an optimum"
-                     + ("; SEEDED: for tests only, not private" if dp["seeded"] else "")))
     rows.append(("checks / roll-ups",
                  f"{report['checks']} / {report['rollups']} of {report.get('lattice_size', '?')} nodes"))
     rows.append(("time", f"{report['elapsed_s']:.3f} s"))
@@ -245,10 +238,26 @@ def run_partitioned(args: argparse.Namespace, spec: RunSpec) -> int:
     return 0
 
 
+def _refuse_search_flags(args: argparse.Namespace) -> None:
+    """A --dp release scores only the transformations its draws reach, on one process: the
+    exact search's limits and its row-grouping workers do not apply, so they are refused
+    rather than silently ignored."""
+    given = [flag for flag, on in (("--node-budget", args.node_budget is not None),
+                                   ("--time-limit", args.time_limit is not None),
+                                   ("--workers", str(args.workers).strip() != "1"),
+                                   ("--backend", args.backend != DEFAULT_BACKEND),
+                                   ("--scheduler", args.scheduler is not None)) if on]
+    if given:
+        raise InputError(f"{', '.join(given)} tune(s) the optimal search; a --dp release draws its transformation "
+                         "in --dp-steps steps instead: leave out " + ", ".join(given))
+
+
 def run(args: argparse.Namespace) -> int:
     from fedanon.engine import anonymize
 
     spec = run_from_args(args)
+    if spec.privacy[0].model("dp") is not None:
+        _refuse_search_flags(args)
     resolve_workers(args.workers, 0)  # a bad --workers, --backend or --scheduler fails before any work
     check_backend(args.backend)
     if args.scheduler is not None and args.backend != "dask":

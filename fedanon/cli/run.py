@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from fedanon.consortium.simulation import result_summary
-    from fedanon.cli.kit.summary import RESULT_KEYS, print_summary, result_rows
+    from fedanon.cli.kit.summary import RESULT_KEYS, party_dp, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs
     from fedanon.parties.daemon import check_tls_files
@@ -57,13 +57,17 @@ def _run(args: argparse.Namespace) -> int:
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:
             outcome.report[key] = summary[key]
+    if party_dp(outcome.report.get("party_reports", {})):
+        outcome.report["dp"] = party_dp(outcome.report.get("party_reports", {}))
     analysis = None
     if outcome.output_rows is not None and outcome.report.get("transformation") and coordinator.config is not None:
+        from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
         try:
-            analysis = analyze_protocol_output(coordinator.config, outcome.report,
+            # a DP release is judged as what it is: k-anonymity with the derived k
+            analysis = analyze_protocol_output(check_config(coordinator.config), outcome.report,
                                                outcome.output_columns or [], outcome.output_rows)
         except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"

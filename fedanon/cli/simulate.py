@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.data.io.delimited import write_table_csv
     from fedanon.cli.kit.runconfig import run_from_args
     from fedanon.protocols.registry import protocol_spec
+    from fedanon.cli.kit.summary import dp_text, party_dp
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     config, hierarchy_paths, _sensitive, _subset_path = spec.privacy
@@ -97,6 +98,15 @@ def run(args: argparse.Namespace) -> int:
 
         layout = parse_layout(args.layout)
         args.parties = len(layout.parties)  # the layout names the primaries
+    if config.model("dp") is not None:
+        from fedanon.protocols.registry import dp_refusal
+
+        refusal = dp_refusal(args.protocol, args.distribution)
+        if refusal:
+            raise InputError(refusal)
+        if args.baseline:
+            raise InputError("--baseline compares optimal anonymizations; a --dp release is a random draw: "
+                             "leave out --baseline")
     if args.per_party_keys and args.distribution != "vertical":
         raise InputError("--per-party-keys applies only to --split vertical")
     options = {"per_party_keys": True} if args.per_party_keys else {}
@@ -145,12 +155,17 @@ def run(args: argparse.Namespace) -> int:
                           "aggregated": dict(spec.aggregate),
                           "removed": removed},
               "pre_post_s": pre_post_seconds(sim.party_reports, sim.report.get("result_recipient", "p1"))}
+    dp = party_dp(sim.party_reports)
+    if dp:  # at the top level, as `fedanon anonymize` reports it
+        report["dp"] = dp
     if (spec.report or args.html) and report.get("transformation"):
+        from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_result
 
-        # the simulation holds the pooled input: input and output risk, utility (a real run cannot)
-        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.columns,
-                                           out_rows, research_subset=subset)
+        # the simulation holds the pooled input: input and output risk, utility (a real run cannot);
+        # a DP release is judged as k-anonymity with its derived k
+        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, check_config(config), report,
+                                           sim.columns, out_rows, research_subset=subset)
         report.update(analysis.to_dict())
         if args.html:
             analysis.write_html(args.html, f"fedanon simulate: Protocol {args.protocol}, {args.distribution}, "
@@ -185,5 +200,7 @@ def run(args: argparse.Namespace) -> int:
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "
             f"excluding the anonymize phase")
+        if dp:
+            Console().print(f"differential privacy: {dp_text(dp)}")
         print_phase_table(sim.party_reports, "time and bytes per phase and party", phases)
     return 0

@@ -131,11 +131,14 @@ class SeededRandomness(Randomness):
     seeded = True
     name = "seeded (tests only)"
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, stream: str = "") -> None:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise InputError(f"seed must be an integer >= 0, got {seed!r}")
-        self.seed = seed
-        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.seed, self.stream = seed, stream
+        # one independent stream per party of a protocol run (`stream` = its name), so that
+        # parties given the same seed do not draw the same bits; "" is the local release's
+        source = seed if not stream else np.random.SeedSequence(seed, spawn_key=tuple(stream.encode("utf-8")))
+        self.rng = np.random.Generator(np.random.PCG64(source))
 
     def bernoulli(self, n: int, p: float) -> np.ndarray:
         _check_probability(p)
@@ -156,6 +159,7 @@ class SeededRandomness(Randomness):
         return (self.rng.geometric(success, size) - self.rng.geometric(success, size)).astype(np.int64)
 
 
-def randomness(seed: int | None) -> Randomness:
-    """OpenDP's samplers, or -- only when a seed is given -- the test-only seeded generator."""
-    return OpenDPRandomness() if seed is None else SeededRandomness(seed)
+def randomness(seed: int | None, stream: str = "") -> Randomness:
+    """OpenDP's samplers, or -- only when a seed is given -- the test-only seeded generator
+    (`stream` names one party of a protocol run: each party draws its own stream)."""
+    return OpenDPRandomness() if seed is None else SeededRandomness(seed, stream)

@@ -23,6 +23,7 @@ the output except the count of such rows, which the score charges uniformly.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -57,7 +58,15 @@ class SearchTrace:
 
 
 class GranularityScore:
-    """SafePub's granularity score of a transformation on the sample (sensitivity 1)."""
+    """SafePub's granularity score of a transformation on the sample (sensitivity 1).
+
+    `n_rows` is the number of rows charged |QI| each when not released. SafePub charges every
+    input row; the rows that are not sampled cost the same under every transformation, so
+    charging only the sample's rows (what a protocol's search party sees) shifts every score
+    by one constant and leaves the exponential mechanism's distribution unchanged. The sum is
+    formed per generalized value and added with `math.fsum` (exactly rounded), so it does not
+    depend on the order of classes or values: the same bits on plaintext and on ciphertext.
+    """
 
     def __init__(self, grouper: Grouper, fractions: LossFractions, n_rows: int, k: int) -> None:
         self.grouper, self.fractions, self.n_rows, self.k = grouper, fractions, n_rows, k
@@ -65,16 +74,18 @@ class GranularityScore:
         self.sensitivity_units = self.q * max(k - 1, 1)
 
     def loss(self, levels: tuple[int, ...]) -> float:
-        """Σ over released cells of the loss fraction + |QI| per row not released (full table)."""
+        """Σ over released cells of the loss fraction + |QI| per row not released."""
         classes, _ = self.grouper.classes(levels)
         sizes = np.asarray(classes.stats.sizes, dtype=np.int64)
         kept = sizes >= self.k
         released = int(sizes[kept].sum())
-        cells = 0.0
+        terms = [float(self.q * (self.n_rows - released))]
         for i, level in enumerate(levels):
-            fraction = self.fractions[i][level][classes.codes[kept, i]]
-            cells += float(np.dot(sizes[kept].astype(np.float64), fraction))
-        return cells + self.q * (self.n_rows - released)
+            fraction = self.fractions[i][level]
+            rows_per_value = np.bincount(classes.codes[kept, i], weights=sizes[kept].astype(np.float64),
+                                         minlength=fraction.shape[0])
+            terms.extend((rows_per_value * fraction).tolist())
+        return math.fsum(terms)
 
     def __call__(self, levels: tuple[int, ...]) -> float:
         return -self.loss(levels) / self.sensitivity_units
@@ -125,33 +136,70 @@ def release(
     *,
     progress: Callable[[int, int], None] | None = None,
     rng: Randomness | None = None,
+    rows: np.ndarray | None = None,
 ) -> AnonymizationResult:
     """Draw one SafePub release of `table` under the config's `dp` model.
 
     The result's `output` holds the sampled rows only (input order), `released` their input
     row numbers and `suppressed` which of them lost their QI cells; `extra["dp"]` states
-    ε, δ, β, k, the budget split and what each part spent.
+    ε, δ, β, k, the budget split and what each part spent. `rows` gives the sample instead of
+    drawing it (the seam that compares a protocol run, whose primaries sampled, with this).
     """
     start = time.perf_counter()
-    model: Any = config.model("dp")
-    if model is None:
-        raise ValueError("release() needs a config with a dp model")
-    config.ensure_valid()  # a no-op on a config validated where it entered
+    model = _model(config)
     params = model.parameters()
     k = max(params.k, int(config.k))
     rng = rng or make_randomness(model.seed)
     # the whole table validates the inputs (hierarchy coverage names the input row); the
     # search and the output work on the sample alone, re-encoded to the values it holds
     kconfig = AnonymizationConfig(config.quasi_identifiers, k=k, suppression=0.0, metric=config.metric)
-    full = prepare_structure(table, hierarchies, kconfig)
+    prepare_structure(table, hierarchies, kconfig)
+    if rows is None:
+        rows = np.flatnonzero(rng.bernoulli(table.n_rows, params.beta))
+    rows = np.asarray(rows, dtype=np.int64)
+    result = release_sample(compact_rows(table, rows), hierarchies, config, rng=rng, progress=progress,
+                            input_rows=table.n_rows)
+    result.released = rows
+    result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def _model(config: AnonymizationConfig) -> Any:
+    model: Any = config.model("dp")
+    if model is None:
+        raise ValueError("a SafePub release needs a config with a dp model")
+    config.ensure_valid()  # a no-op on a config validated where it entered
+    return model
+
+
+def release_sample(
+    sample: EncodedTable,
+    hierarchies: dict[str, Hierarchy],
+    config: AnonymizationConfig,
+    *,
+    rng: Randomness,
+    progress: Callable[[int, int], None] | None = None,
+    input_rows: int | None = None,
+) -> AnonymizationResult:
+    """Steps 2 and 3 on a table that already is the sample: search, generalize, suppress.
+
+    A protocol's search party calls this on the integrated table of the rows the primaries
+    sampled (plaintext or ciphertext alike). `input_rows`, the number of rows before sampling,
+    only enters the report (the granularity over the whole input); a search party that does not
+    know it passes None and the report gives the granularity over the sample.
+    """
+    start = time.perf_counter()
+    model = _model(config)
+    params = model.parameters()
+    k = max(params.k, int(config.k))
+    kconfig = AnonymizationConfig(config.quasi_identifiers, k=k, suppression=0.0, metric=config.metric)
     ledger = Ledger()
-    rows = np.flatnonzero(rng.bernoulli(table.n_rows, params.beta))
-    top = tuple(int(h) - 1 for h in full.lattice.heights)
-    if rows.size == 0:
-        return _empty_release(table, config, params, k, rng, ledger, top, start, full.lattice.size)
-    sample = prepare_structure(compact_rows(table, rows), hierarchies, kconfig)
-    grouper = sample.grouper
-    scorer = GranularityScore(grouper, LossFractions(sample), table.n_rows, k)
+    if sample.n_rows == 0:
+        return _empty_release(sample, config, params, k, rng, ledger, start, hierarchies, input_rows)
+    structure = prepare_structure(sample, hierarchies, kconfig)
+    top = tuple(int(h) - 1 for h in structure.lattice.heights)
+    grouper = structure.grouper
+    scorer = GranularityScore(grouper, LossFractions(structure), sample.n_rows, k)
     trace = search(top, scorer, params, rng, ledger, progress, final=model.final)
     ledger.spend("row sample and k-anonymization", SAMPLING if not rng.seeded else "sampling (seeded, tests only)",
                  params.epsilon_anon, params.delta, beta=params.beta, k=k)
@@ -160,22 +208,26 @@ def release(
     sizes = np.asarray(classes.stats.sizes, dtype=np.int64)
     failing = sizes < k
     suppressed = failing[classes.row_class]
-    output = generalize(sample, levels, suppressed)
-    metric = build_metric(config.metric, local_statistics(sample).metric)
+    output = generalize(structure, levels, suppressed)
+    metric = build_metric(config.metric, local_statistics(structure).metric)
     loss = float(metric.loss(levels, classes, failing))
-    granularity = scorer.loss(levels) / (table.n_rows * scorer.q)
-    dp = {
-        **params.to_dict(), "k": k, "k_derived": params.k,
-        "sampled_rows": int(rows.size), "input_rows": table.n_rows,
+    charged = scorer.loss(levels)
+    dp: dict[str, Any] = {
+        **params.to_dict(), "k": k, "k_derived": params.k, "sampled_rows": int(sample.n_rows),
         "randomness": rng.name, "seeded": rng.seeded,
         "selection": "sampled by the exponential mechanism, not an optimum",
         "final": model.final,
         "score": "granularity (SafePub), sensitivity 1",
-        "granularity_loss": granularity,   # over the whole input: rows not released count 1 per QI
         "search": {"drawn": [list(d) for d in trace.drawn], "scored": trace.scored,
                    "steps_taken": trace.steps_taken, "chosen_score": trace.chosen_score},
         "budget": ledger.to_dict(),
     }
+    if input_rows is not None:
+        dp["input_rows"] = int(input_rows)
+        # over the whole input: rows not released (not sampled or suppressed) count 1 per QI
+        dp["granularity_loss"] = (charged + scorer.q * (input_rows - sample.n_rows)) / (input_rows * scorer.q)
+    else:
+        dp["granularity_loss_of_sample"] = charged / (sample.n_rows * scorer.q)
     return AnonymizationResult(
         transformation={q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
         output=output,
@@ -187,11 +239,11 @@ def release(
         checks=trace.scored,
         rollups=grouper.rollups,
         elapsed_s=time.perf_counter() - start,
-        lattice_size=full.lattice.size,
+        lattice_size=structure.lattice.size,
         optimum_found=False,
         algorithm=ALGORITHM,
         extra={"dp": dp},
-        released=rows,
+        released=np.arange(sample.n_rows, dtype=np.int64),
     )
 
 
@@ -207,22 +259,26 @@ def compact_rows(table: EncodedTable, rows: np.ndarray) -> EncodedTable:
     return EncodedTable(list(table.columns), codes, dictionaries)
 
 
-def _empty_release(table: EncodedTable, config: AnonymizationConfig, params: SafePubParameters, k: int,
-                   rng: Randomness, ledger: Ledger, top: tuple[int, ...], start: float,
-                   lattice_size: int) -> AnonymizationResult:
+def _empty_release(sample: EncodedTable, config: AnonymizationConfig, params: SafePubParameters, k: int,
+                   rng: Randomness, ledger: Ledger, start: float, hierarchies: dict[str, Hierarchy],
+                   input_rows: int | None) -> AnonymizationResult:
     """No row was sampled: the release is empty (the search has nothing to score)."""
     ledger.spend("row sample and k-anonymization", SAMPLING, params.epsilon_anon, params.delta,
                  beta=params.beta, k=k)
-    empty = EncodedTable(list(table.columns), np.zeros((0, len(table.columns)), dtype=np.int32),
-                         [[] for _ in table.columns])
+    heights = [hierarchies[q].height for q in config.quasi_identifiers]
+    lattice_size = int(np.prod(heights)) if heights else 1
+    empty = EncodedTable(list(sample.columns), np.zeros((0, len(sample.columns)), dtype=np.int32),
+                         [[] for _ in sample.columns])
+    dp: dict[str, Any] = {**params.to_dict(), "k": k, "k_derived": params.k, "sampled_rows": 0,
+                          "randomness": rng.name, "seeded": rng.seeded,
+                          "selection": "no row sampled: empty release", "budget": ledger.to_dict()}
+    if input_rows is not None:
+        dp["input_rows"] = int(input_rows)
     return AnonymizationResult(
-        transformation={q: int(l) for q, l in zip(config.quasi_identifiers, top)}, output=empty,
+        transformation={q: int(h) - 1 for q, h in zip(config.quasi_identifiers, heights)}, output=empty,
         suppressed=np.zeros(0, dtype=bool), suppressed_rows=0, information_loss=float("nan"),
         metric=config.metric, classes=0, checks=0, rollups=0, elapsed_s=time.perf_counter() - start,
-        lattice_size=lattice_size, optimum_found=False, algorithm=ALGORITHM,
-        extra={"dp": {**params.to_dict(), "k": k, "k_derived": params.k, "sampled_rows": 0,
-                      "input_rows": table.n_rows, "randomness": rng.name, "seeded": rng.seeded,
-                      "selection": "no row sampled: empty release", "budget": ledger.to_dict()}},
+        lattice_size=lattice_size, optimum_found=False, algorithm=ALGORITHM, extra={"dp": dp},
         released=np.zeros(0, dtype=np.int64))
 
 

@@ -51,6 +51,9 @@ class ProtocolSpec:
     options: tuple[str, ...] = ()  # run options (`[options]` keys) it reads besides the common ones
     flags: tuple[OptionFlag, ...] = ()  # command-line flags that set some of those options
     class_means: ClassMeansRoute | None = None  # releases mean columns from encrypted class sums
+    # the splits in which it makes a (epsilon, delta)-DP release (`--dp`; protocols/dp/release.py)
+    dp: tuple[str, ...] = ()
+    dp_refusal: str = ""  # why it makes none where `dp` leaves a split out (one clause)
 
 
 _SPECS: dict[str, ProtocolSpec] = {
@@ -58,11 +61,13 @@ _SPECS: dict[str, ProtocolSpec] = {
                       "commutative encryption around a ring of the data holders, no helper",
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
                       phases=("encrypt", "integrate", "anonymize", "verify", "decrypt"),
-                      options=("cipher", "min_levels", "verified"), flags=A_FLAGS),
+                      options=("cipher", "min_levels", "verified"), flags=A_FLAGS,
+                      dp=("horizontal", "vertical")),
     "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
-                      phases=("encrypt", "integrate", "anonymize", "decrypt")),
+                      phases=("encrypt", "integrate", "anonymize", "decrypt"),
+                      dp=("horizontal", "vertical")),
     "C": ProtocolSpec("C", "fedanon.protocols.c.protocol",
                       "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
@@ -70,7 +75,9 @@ _SPECS: dict[str, ProtocolSpec] = {
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
-                      class_means=C_MEANS),
+                      class_means=C_MEANS,
+                      dp_refusal="its helper never sees a class size, so it cannot score the exponential "
+                                 "mechanism's candidates; use Protocol B or A"),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,
@@ -98,6 +105,16 @@ def role_function(protocol: str, role: str) -> RoleFunction:
         return roles[role]
     except KeyError:
         raise ProtocolError(f"protocol {spec.name} has no role {role!r}; roles: {', '.join(roles)}") from None
+
+
+def dp_refusal(protocol: str, distribution: str) -> str | None:
+    """Why `protocol` makes no DP release in a `distribution` split (None: it does)."""
+    spec = protocol_spec(protocol)
+    if distribution in spec.dp:
+        return None
+    where = f" in a {distribution} split" if spec.dp else ""
+    return (f"--dp: Protocol {spec.name} makes no differentially private release{where}: "
+            f"{spec.dp_refusal or 'not supported'}")
 
 
 def available_protocols(anonymizing: bool = False) -> list[str]:

@@ -16,8 +16,12 @@ Its criterion (k-anonymity with the derived k) is only ever applied by the SafeP
 which draws the sample first: applied by an optimal search to the whole table it would give
 no differential privacy at all, so `criterion()` refuses every other caller.
 
-What each party learns in the protocols: not supported yet -- the protocols refuse the model
-(the design of the distributed release is in the differential-privacy guide, marked planned).
+What each party learns in the protocols (`protocols/dp/release.py`): every primary samples its
+rows before anything leaves it (horizontally on its own; vertically by a keyed PRF of the TID,
+so that all keep the same persons) and announces no row count. A's master and B's helper then
+see what they see in an ordinary run over the sampled rows
+only, and draw the transformation; C refuses the model before any data moves, since its helper
+never sees the class sizes the scores need.
 """
 
 from __future__ import annotations
@@ -140,8 +144,8 @@ class DifferentialPrivacy(PrivacyModel):
                              "SafePub's guarantee covers k-anonymity with suppression only")
 
     def criterion(self) -> Criterion:
-        raise InputError("--dp releases are made by `fedanon anonymize` and `anonymize_frame` only; "
-                         "this command does not support differential privacy yet")
+        raise InputError("--dp releases are made by `fedanon anonymize` and `anonymize_frame` only "
+                         "(and by Protocols A and B); this command does not support differential privacy")
 
     def violation(self, view: ClassView) -> str | None:
         k = self.parameters().k

@@ -54,6 +54,9 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols.dp.release import (bind_sampling_identity, check_config, deal_sampling_key, dp_model,
+                                         keep_persons, keep_rows, refuse_unsupported, sampled, search)
+from fedanon.protocols.kit.keyshare import roster_bindings
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
@@ -327,8 +330,14 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Party(DataHolder):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)  # a DP release the registry says A cannot make: stop before any data moves
         super().__init__(ctx)
         self.options = Options.parse(ctx.settings.options)
+        self.dp = dp_model(ctx.settings.config) is not None
+        if self.dp and (self.options.verified or self.options.min_levels):
+            # every verifying party would draw its own transformation; pre-generalization would
+            # restrict the lattice SafePub's budget and k are derived for
+            raise mark_shared(ProtocolError("--dp cannot be combined with --verified or --min-level in Protocol A"))
         self.ring = list(self.settings.primaries)
         n = len(self.ring)
         if n < 2:
@@ -369,6 +378,10 @@ class _Party(DataHolder):
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution) + self._min_level_problems()
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        if self.dp:
+            hello.rows = 0  # a DP run announces no row count: the master learns only the sample's
+            if self.vertical:  # to receive the key that draws the same persons at every party
+                self._sampling_identity = bind_sampling_identity(self.ctx, hello, "A")
         if self.me != self.master:
             send_control(self.transport, self.master, "a/hello", hello)
             roster, _ = receive_control(self.transport, self.master, "a/roster", Roster, "roster")
@@ -378,6 +391,9 @@ class _Party(DataHolder):
                 hellos[party] = hello if party == self.me else \
                     receive_control(self.transport, party, "a/hello", Hello, f"hello of {party!r}")[0]
             roster = self._roster({p: h.summary() for p, h in hellos.items()})
+            if self.dp and self.vertical:
+                roster.public_keys = {p: h.public_key for p, h in hellos.items()}
+                roster.bindings = roster_bindings(hellos)
             for party in self.ring:
                 if party != self.me:
                     send_control(self.transport, party, "a/roster", roster)
@@ -398,6 +414,16 @@ class _Party(DataHolder):
         tid = hellos[self.ring[0]]["tid_column"] if self.vertical or self.hybrid else None
         return Roster(columns=verdict.columns, owners=verdict.owners, tid_column=tid,
                       holders=getattr(verdict, "holders", {}))
+
+    def _dp_sample(self, roster: Roster) -> np.ndarray:
+        """Horizontal: each of our rows with probability beta, alone; vertical: the persons whose
+        TID the shared sampling key selects, the same at every party."""
+        config = self.settings.config
+        if not self.vertical or self.local.tid_column is None:
+            return keep_rows(config, self.me, len(self.local.rows))
+        key = deal_sampling_key(self.ctx, self._sampling_identity, roster, "A")
+        t = self.local.columns.index(self.local.tid_column)
+        return keep_persons(config, key, "A", self.settings.run_id, [row[t] for row in self.local.rows])
 
     # -- encrypt: own share -------------------------------------------------------
     def _own_columns(self, roster: Roster) -> list[str]:
@@ -610,6 +636,8 @@ class _Party(DataHolder):
         try:
             if self.me == self.master and self.options.doctor_master:
                 return self._doctored(table, hierarchies, integrated.subset)
+            if self.dp:
+                return search(table, hierarchies, config, self.me, "A")
             return anonymize(table, hierarchies, config, research_subset=integrated.subset)
         except NoSolutionError as exc:
             raise stop_run(self.ctx, str(exc), "no-solution") from None
@@ -844,7 +872,7 @@ class _Party(DataHolder):
         # hybrid: our persons the join dropped are rightly absent (at most the dropped count)
         dropped = int(report.get("integration", {}).get("persons_dropped", 0)) if self.hybrid else 0
         problems = problems or check_result(
-            self.me, self.local, self.settings.config, self.settings.distribution,
+            self.me, self.local, check_config(self.settings.config), self.settings.distribution,
             outcome.output_columns or [], outcome.output_rows or [],
             None if mask is None else np.asarray(mask, dtype=bool).tolist(),
             transformation if isinstance(transformation, dict) else None, outcome.report, may_be_absent=dropped)
@@ -864,6 +892,9 @@ class _Party(DataHolder):
         with timer.phase("encrypt"):
             roster = self._hello()
             self._agreed = roster
+            if self.dp:  # protocols/dp/release.py: who samples how
+                keep = self._dp_sample(roster)
+                self.local, outcome.sample = sampled(self.local, keep), np.flatnonzero(keep)
             if self.me != self.recipient:  # straight to the recipient: the master cannot change it
                 self.transport.send(self.recipient, "a/rows", json.dumps(self._released_rows()).encode())
             tid = roster.tid_column if self.vertical or self.hybrid else None

@@ -39,6 +39,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols.dp.release import check_config, dp_model, keep_persons, keep_rows, sampled, search
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
@@ -111,6 +112,10 @@ def _hierarchy_scope(ctx: RoleContext) -> str:
     scope = ctx.settings.options.get("hierarchy_scope", "full")
     if scope not in ("full", "data"):
         raise ProtocolError(f"option hierarchy_scope must be 'full' or 'data', got {scope!r}")
+    if scope == "data" and dp_model(ctx.settings.config) is not None:
+        # the DP score's leaf counts must not depend on the data, or its sensitivity bound fails
+        raise ProtocolError("option hierarchy_scope 'data' cannot be combined with --dp: SafePub scores with the "
+                            "full hierarchies")
     return scope
 
 
@@ -141,6 +146,8 @@ class _Primary(KeySharingPrimary):
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        if dp_model(config) is not None:
+            hello.rows = 0  # a DP run announces no row count: the helper learns only the sample's
         bind_hello(hello, self.identity, self.tls, PROTOCOL, self.run_id)  # the helper cannot swap our key
         send_control(self.transport, self.helper, "b/hello", hello)
         if not problems:  # key-independent work overlaps the wait for the roster and keys
@@ -211,6 +218,18 @@ class _Primary(KeySharingPrimary):
             t = local.columns.index(tid)
             tids = [row[t] for row in local.rows]  # original order; tokens are permuted as an array
         return perm, table, tids
+
+    def _sample(self) -> np.ndarray:
+        """DP run: keep only the sampled rows from here on (`protocols/dp/release.py`)."""
+        local, config = self.local, self.settings.config
+        if self.settings.distribution == "vertical" and local.tid_column is not None:
+            t = local.columns.index(local.tid_column)
+            keep = keep_persons(config, self._tally_key, PROTOCOL, self.run_id, [row[t] for row in local.rows])
+        else:
+            keep = keep_rows(config, self.me, len(local.rows))
+        self.local = sampled(local, keep)
+        self._prepared = self._prepare_share()
+        return np.flatnonzero(keep)
 
     def _encrypt_share(self, roster: Roster, ciphers: ColumnCiphers) -> bytes:
         config = self.settings.config
@@ -287,6 +306,8 @@ class _Primary(KeySharingPrimary):
         with timer.phase("encrypt"):
             roster = self._hello()
             ciphers = self._agree_keys(roster)
+            if dp_model(self.settings.config) is not None:
+                outcome.sample = self._sample()
             transport.send(self.helper, "b/data", self._encrypt_share(roster, ciphers))
         with timer.phase("integrate"):
             verdict, parts = receive_control(transport, self.helper, "b/integrated", Verdict, "integration verdict")
@@ -377,7 +398,7 @@ class _Primary(KeySharingPrimary):
         local = self.local
         if self.settings.distribution == HYBRID:  # persons some column group lacks were dropped
             local = released_local(local, self._prepared[0], self._released)
-        problems = check_result(self.me, local, self.settings.config, self.settings.distribution,
+        problems = check_result(self.me, local, check_config(self.settings.config), self.settings.distribution,
                                 outcome.output_columns or [], outcome.output_rows or [],
                                 None if mask is None else mask.tolist(),
                                 transformation if isinstance(transformation, dict) else None, outcome.report)
@@ -457,6 +478,7 @@ class _Helper(HelperRole):
         vertical = settings.distribution in ("vertical", HYBRID)  # joined on the TID
         try:
             per_party = _per_party_keys(self.ctx)
+            _hierarchy_scope(self.ctx)  # a bad scope stops the run at the roster, before any data moves
         except ProtocolError as exc:
             per_party = False
             option_error: str | None = str(exc)
@@ -493,7 +515,10 @@ class _Helper(HelperRole):
                 send_control(transport, p, "b/integrated", Verdict())
         with timer.phase("anonymize"):
             try:
-                result = anonymize(table, hierarchies, config, research_subset=subset)
+                if dp_model(config) is not None:
+                    result = search(table, hierarchies, config, self.me, PROTOCOL)
+                else:
+                    result = anonymize(table, hierarchies, config, research_subset=subset)
             except NoSolutionError as exc:
                 raise stop_run(self.ctx, str(exc), "no-solution") from None
             except FedanonError as exc:

@@ -60,6 +60,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
+from fedanon.protocols.dp.release import refuse_unsupported
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
@@ -183,6 +184,7 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)  # no DP release in C (protocols/dp/release.py): stop before any data moves
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.hybrid = self.settings.distribution == HYBRID
@@ -510,6 +512,7 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
 
 class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.hybrid = self.settings.distribution == HYBRID

@@ -98,6 +98,9 @@ class RoleOutcome:
     output_rows: list[list[str]] | None = None
     result: "AnonymizationResult | None" = None
     report: dict[str, Any] = field(default_factory=dict)
+    # a primary of a DP run: which of its rows (in its own order) it sampled; its own
+    # knowledge, kept here for in-process tests and never sent anywhere
+    sample: "np.ndarray | None" = None
 
 
 RoleFunction = Callable[[RoleContext], RoleOutcome]

@@ -92,6 +92,13 @@ class EncodedTable:
         dicts = self.dictionaries
         return [[dicts[c][code] for c, code in enumerate(row)] for row in self.codes.tolist()]
 
+    def text_rows(self) -> list[list[str]]:
+        """Rows of strings (values decoded as UTF-8), built column-wise: for the row-wise readers
+        of a result (the independent verifier, tests comparing row multisets)."""
+        columns = [np.asarray([v.decode("utf-8") for v in d], dtype=object)[self.codes[:, c]]
+                   for c, d in enumerate(self.dictionaries)]
+        return [list(row) for row in zip(*columns)] if columns else []
+
     def select(self, columns: list[str]) -> "EncodedTable":
         idx = [self.column_index(c) for c in columns]
         return EncodedTable(list(columns), self.codes[:, idx].copy(), [list(self.dictionaries[i]) for i in idx])

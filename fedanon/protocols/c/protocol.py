@@ -64,10 +64,10 @@ from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
     SUPPRESSED,
     ColumnCiphers,
-    decode_columns,
     encode_share,
     random_permutation,
     token_keys,
+    utf8_dictionary,
 )
 from fedanon.protocols.c.counted_checks import (
     CountJudge,
@@ -283,7 +283,7 @@ class _Primary(KeySharingPrimary):
                 return judge
             self.transport.send(self.helper, "c/answer", judge.answer(request))
 
-    def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+    def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[EncodedTable, dict[str, Any]]:
         assert self.counter_key is not None
         notice, parts = open_control(receive_progressing(self.ctx, self.helper, "c/result", "decrypt"),
                                      Verdict, "result")
@@ -317,20 +317,14 @@ class _Primary(KeySharingPrimary):
             codes = codes[released]
         out = EncodedTable(list(table.columns), codes, dictionaries)
         ciphers = ColumnCiphers(self.settings.run_id, keys)
-        plain = []
-        for column, dictionary in zip(out.columns, out.dictionaries):
-            values = ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis)
-            try:
-                plain.append([v.decode("utf-8") for v in values])
-            except UnicodeDecodeError:
-                raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
+        plain = EncodedTable(list(out.columns), out.codes, [
+            utf8_dictionary(column, ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis))
+            for column, dictionary in zip(out.columns, out.dictionaries)])
         facts = {**notice.report, "suppressed_rows": int(failing.sum()), "classes": kept_classes,
                  "rows_released": int(out.n_rows),
                  "pseudotuples_dropped": int(n - keep.sum()), "release_tally_s": self.tally_s}
-        rows = decode_columns(out, plain)
-        self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report,
-                     facts)
-        return list(out.columns), rows, facts
+        self._accept(plain, failing if released is None else failing[released], notice.report, facts)
+        return plain, facts
 
     def _tally(self, keys: dict[str, bytes], request: Verdict) -> Tally:
         """Our real rows at the helper's transformation, as the release must hold them (`release_tally`)."""
@@ -367,7 +361,7 @@ class _Primary(KeySharingPrimary):
             text = "the helper deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
             raise LocalFailure([LocalProblem(text, text)])
 
-    def _accept(self, columns: list[str], rows: list[list[str]], suppressed: np.ndarray,
+    def _accept(self, output: EncodedTable, suppressed: np.ndarray,
                 report: dict[str, Any], timings: dict[str, Any]) -> None:
         """Check the decrypted result as B's and A's recipients do (`resultcheck.check_result`), then tell the helper.
 
@@ -378,7 +372,7 @@ class _Primary(KeySharingPrimary):
         turns it into a run-wide stop, and the helper sends `c/done` only after `c/accepted`.
         """
         transformation = report.get("transformation")
-        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution, columns, rows,
+        problems = check_result(self.me, self.local, self.settings.config, self.settings.distribution, output,
                                 np.asarray(suppressed, dtype=bool).tolist(),
                                 transformation if isinstance(transformation, dict) else None, timings)
         if problems:
@@ -405,7 +399,7 @@ class _Primary(KeySharingPrimary):
             with timer.phase("anonymize"):
                 judge = self._judge()
             with timer.phase("decrypt"):
-                outcome.output_columns, outcome.output_rows, facts = self._final(judge, keys)
+                outcome.output, facts = self._final(judge, keys)
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:
             with timer.phase("decrypt"):

@@ -93,6 +93,8 @@ def test_a_result_declaring_more_rows_than_it_carries_is_one_clear_error() -> No
     """A table header claiming 2^31 rows in a few bytes: refused by the bounds check, never allocated."""
     body = b"FTB1" + struct.pack("<II", 1 << 31, 1) + struct.pack("<I", 1) + b"a" + struct.pack("<II", 1, 1) + b"x"
     assert "code matrix" in _one_error(snappy.compress(body))
+    no_columns = b"FTB1" + struct.pack("<II", 0xFFFFFFFF, 0)
+    assert "rows without a column" in _one_error(snappy.compress(no_columns))
     with_values = b"FTB1" + struct.pack("<III", 1, 1, 1) + b"a" + struct.pack("<II", 1, 0xFFFFFFF0)
     assert "values of column 'a'" in _one_error(snappy.compress(with_values))
 
@@ -118,3 +120,18 @@ def test_a_value_that_is_not_bytes_is_one_clear_error(value: object) -> None:
 def test_a_value_that_is_not_utf8_is_one_clear_error() -> None:
     blob = codec.encode_table(EncodedTable(["a"], np.zeros((1, 1), np.int32), [[b"\xff\xfe"]]))
     assert "column 'a' is not UTF-8" in _one_error(blob)
+
+
+def test_renumbered_codes_a_result_as_its_rows_would_be_coded() -> None:
+    """A decrypted result may keep unused dictionary values and one value under two codes (the
+    suppression '*' beside a hierarchy's top '*'); recoding it must give the table its rows give,
+    or the risk analysis would split a class in two."""
+    dictionaries = [[b"x", b"*", b"unused", b"*", b"y"], [b"1", b"2"]]
+    codes = np.array([[4, 1], [1, 0], [3, 0], [0, 1], [4, 1]], dtype=np.int32)
+    table = EncodedTable(["q", "s"], codes, dictionaries)
+    expected = EncodedTable.from_rows(["q", "s"], table.decode_rows())
+    got = table.renumbered()
+    assert got.dictionaries == expected.dictionaries == [[b"y", b"*", b"x"], [b"2", b"1"]]
+    assert np.array_equal(got.codes, expected.codes)
+    assert got.text_rows() == table.text_rows()
+    assert EncodedTable(["q"], np.zeros((0, 1), np.int32), [[b"a"]]).renumbered().dictionaries == [[]]

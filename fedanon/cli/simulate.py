@@ -115,7 +115,7 @@ def protocol_a_options(args: argparse.Namespace, qis: list[str], hierarchies: di
 
 def run(args: argparse.Namespace) -> int:
     from fedanon.cli.kit.inputs import load_inputs
-    from fedanon.data.io.delimited import write_table_csv
+    from fedanon.data.io.delimited import write_encoded_csv
     from fedanon.cli.kit.runconfig import run_from_args
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
@@ -142,10 +142,10 @@ def run(args: argparse.Namespace) -> int:
                              subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
                              protocol=args.protocol)
-    write_table_csv(spec.output, sim.columns, sim.rows, spec.delimiter)
+    write_encoded_csv(spec.output, sim.table, spec.delimiter)
     summary = result_summary(sim.party_reports)
     phases = protocol_phases(args.protocol)
-    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(sim.rows),
+    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": sim.table.n_rows,
               "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports, phases),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
@@ -160,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
         from fedanon.report.analysis import analyze_protocol_result
 
         # the simulation holds the pooled input: input and output risk, utility (a real run cannot)
-        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.columns,
-                                           sim.rows, research_subset=subset)
+        analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, config, report, sim.table,
+                                           research_subset=subset)
         report.update(analysis.to_dict())
         if args.html:
             analysis.write_html(args.html, f"fedanon simulate: Protocol {args.protocol}, {args.distribution}, "
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "
-            f"{summary.get('suppressed_rows', 0)} suppressed, {len(sim.rows)} rows -> {spec.output}, "
+            f"{summary.get('suppressed_rows', 0)} suppressed, {sim.table.n_rows} rows -> {spec.output}, "
             f"removed columns: {', '.join(removed) or 'none'}, "
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "

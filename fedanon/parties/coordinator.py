@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import grpc
-import numpy as np
 
 from fedanon.kit.atomicfile import write_text_atomic
-from fedanon.data.io.delimited import write_columns
+from fedanon.data.io.delimited import write_encoded_csv
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
@@ -319,10 +318,7 @@ def write_outputs(outcome: RunOutcome, output: Path | None, report: Path | None,
             raise ProtocolError("the run produced no result table at the result recipient")
         # the same writer as a local run, from the codes and dictionaries as they arrived: a cell
         # holding the delimiter, a quote or a newline is quoted, so every released row parses back
-        table = outcome.output
-        codes = np.asfortranarray(table.codes)  # the writer slices whole columns
-        write_columns(output, table.columns, [codes[:, c] for c in range(len(table.columns))],
-                      table.dictionaries, delimiter)
+        write_encoded_csv(output, outcome.output, delimiter)
     if report is not None:
         write_text_atomic(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
 

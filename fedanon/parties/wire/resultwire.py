@@ -31,6 +31,8 @@ def decode_result(blob: bytes) -> EncodedTable:
         table = codec.decode_table(bytes(blob), WHAT)
     except ProtocolError as exc:
         raise ProtocolError(f"{_MALFORMED} ({exc})") from None
+    if table.n_rows and not table.columns:
+        raise ProtocolError(f"{_MALFORMED} ({table.n_rows} rows without a column)")
     for column, dictionary in zip(table.columns, table.dictionaries):
         try:
             for value in dictionary:

@@ -89,14 +89,23 @@ def test_a_result_declaring_more_than_the_limit_is_refused_before_decompression(
         assert "above the limit" in _one_error(blob)
 
 
-def test_a_result_declaring_more_rows_than_it_carries_is_one_clear_error() -> None:
-    """A table header claiming 2^31 rows in a few bytes: refused by the bounds check, never allocated."""
-    body = b"FTB1" + struct.pack("<II", 1 << 31, 1) + struct.pack("<I", 1) + b"a" + struct.pack("<II", 1, 1) + b"x"
-    assert "code matrix" in _one_error(snappy.compress(body))
-    no_columns = b"FTB1" + struct.pack("<II", 0xFFFFFFFF, 0)
-    assert "rows without a column" in _one_error(snappy.compress(no_columns))
-    with_values = b"FTB1" + struct.pack("<III", 1, 1, 1) + b"a" + struct.pack("<II", 1, 0xFFFFFFF0)
-    assert "values of column 'a'" in _one_error(snappy.compress(with_values))
+def test_a_result_declaring_more_than_it_carries_is_one_clear_error() -> None:
+    """Headers claiming 2^31 rows, 2^32 - 1 rows of no column, a 4 GB value or a code width the
+    format lacks, each in a few bytes: refused by the bounds checks, nothing allocated."""
+    magic = snappy.uncompress(encode_result(EncodedTable.from_rows(["a"], [["x"]])))[:4]
+    column_a = struct.pack("<I", 1) + b"a"
+    one_value = struct.pack("<II", 1, 1) + b"x"
+    cases = {
+        "codes of column 'a'": struct.pack("<II", 1 << 31, 1) + column_a + one_value + b"\x01",
+        "rows without a column": struct.pack("<II", 0xFFFFFFFF, 0),
+        "values of column 'a'": struct.pack("<II", 1, 1) + column_a + struct.pack("<II", 1, 0xFFFFFFF0),
+        "codes of 3 bytes": struct.pack("<II", 1, 1) + column_a + one_value + b"\x03\x00\x00\x00",
+        "codes in [5, 5] but a dictionary of 1": struct.pack("<II", 1, 1) + column_a + one_value + b"\x01\x05",
+    }
+    for expected, body in cases.items():
+        assert expected in _one_error(snappy.compress(magic + body))
+    assert decode_result(snappy.compress(magic + struct.pack("<II", 1, 1) + column_a + one_value + b"\x01\x00")
+                         ).text_rows() == [["x"]]  # the well-formed twin of the cases above
 
 
 @pytest.mark.parametrize("kind", ["json rows", "message", "flags", "code matrix", "random", "empty"])

@@ -79,9 +79,9 @@ class RoleContext:
 
 
 class HoldsOutput:
-    """Row-wise views of an `output` table (the names outcomes had when they carried rows), for
-    callers that read a result row by row, such as tests comparing row multisets. Nothing on the
-    way from the protocol to the output file uses them: the result stays a table there."""
+    """Row-wise views of an `output` table for callers that read a result row by row, such as
+    tests comparing row multisets. The way from the protocol to the output file never uses them,
+    so the result stays a table there."""
 
     output: "EncodedTable | None"
 

@@ -73,3 +73,24 @@ def test_bad_magic_and_trailing_bytes() -> None:
         codec.unpack_message(b"nope")
     with pytest.raises(ProtocolError, match="missing part 'b'"):
         codec.require_part(codec.unpack_message(good), "b")
+
+
+def test_codes_of_every_width_round_trip() -> None:
+    """Columns of 2, 300 and 70,000 values travel with 1-, 2- and 4-byte codes and come back exact."""
+    rng = np.random.default_rng(3)
+    sizes = [2, 300, 70_000]
+    codes = np.stack([rng.integers(0, n, 80_000) for n in sizes], axis=1).astype(np.int32)
+    codes[:70_000, 2] = np.arange(70_000)  # every value of the widest column is used
+    dictionaries = [[str(v).encode() for v in range(n)] for n in sizes]
+    table = EncodedTable(["a", "b", "c"], codes, dictionaries)
+    back = codec.decode_table(codec.encode_table(table))
+    assert back.dictionaries == dictionaries and np.array_equal(back.codes, codes)
+
+
+def test_a_code_past_a_small_dictionary_is_rejected_not_truncated() -> None:
+    """A code of 300 in a column of 2 values must not wrap into a one-byte code the receiver accepts."""
+    blob = codec.encode_table_parts(["a"], np.array([[0], [300]], dtype=np.int32), [[b"x", b"y"]])
+    with pytest.raises(ProtocolError, match="column 'a' has codes in \\[0, 300\\] but a dictionary of 2"):
+        codec.decode_table(blob)
+    with pytest.raises(ProtocolError, match="cannot encode table: column 'a' has codes in \\[-1, 0\\]"):
+        codec.encode_table_parts(["a"], np.array([[0], [-1]], dtype=np.int32), [[b"x"]])

@@ -13,6 +13,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from fedanon.cli import main as cli_main
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError, PeerError
 from fedanon.parties.pki import certs
 from fedanon.parties.config import load_party_config, load_run_config
@@ -141,22 +142,26 @@ def test_logs_are_key_value_and_capped(tmp_path: Path) -> None:
 
 
 def test_result_wire_roundtrip_and_corruption() -> None:
-    cols, rows = decode_result(encode_result(["a", "b"], [["1", "*"], [b"x", "y"]]))  # type: ignore[list-item]
-    assert cols == ["a", "b"] and rows == [["1", "*"], ["x", "y"]]
+    back = decode_result(encode_result(EncodedTable.from_rows(["a", "b"], [["1", "*"], [b"x", "y"]])))
+    assert back.columns == ["a", "b"] and back.text_rows() == [["1", "*"], ["x", "y"]]
     from fedanon.errors import ProtocolError
 
     with pytest.raises(ProtocolError, match="malformed"):
         decode_result(b"not snappy")
 
 
+def _outcome(columns: list[str], rows: list[list[str]], report: dict | None = None) -> RunOutcome:
+    return RunOutcome("r", EncodedTable.from_rows(columns, rows), report or {})
+
+
 def test_outputs_are_written_atomically_and_not_on_missing_result(tmp_path: Path) -> None:
     out, rep = tmp_path / "o" / "result.csv", tmp_path / "report.json"
-    write_outputs(RunOutcome("r", ["a", "b"], [["1", "2"]], {"k": 1}), out, rep)
+    write_outputs(_outcome(["a", "b"], [["1", "2"]], {"k": 1}), out, rep)
     assert out.read_text() == "a;b\n1;2\n" and '"k": 1' in rep.read_text()
     from fedanon.errors import ProtocolError
 
     with pytest.raises(ProtocolError):
-        write_outputs(RunOutcome("r", None, None, {}), tmp_path / "none.csv", None)
+        write_outputs(RunOutcome("r", None, {}), tmp_path / "none.csv", None)
     assert not (tmp_path / "none.csv").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -171,7 +176,7 @@ def test_result_cells_with_delimiters_quotes_and_newlines_parse_back(tmp_path: P
     columns = ["zip; code", 'say "hi"', "plain"]
     rows = [["1;2", 'a "b"', "x"], ["line\nbreak", "c,d", " padded "], ["*", "", "y"]]
     out = tmp_path / "result.csv"
-    write_outputs(RunOutcome("r", columns, rows, {}), out, None, delimiter=delimiter)
+    write_outputs(_outcome(columns, rows), out, None, delimiter=delimiter)
     with out.open(newline="", encoding="utf-8") as fh:
         parsed = list(csv.reader(fh, delimiter=delimiter))
     assert parsed == [columns, *rows]
@@ -316,12 +321,12 @@ def test_outputs_to_pipes_and_symlinks_are_written_in_place(tmp_path: Path) -> N
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
     reader.start()
-    write_outputs(RunOutcome("r", ["a"], [["1"]], {}), fifo, None)
+    write_outputs(_outcome(["a"], [["1"]]), fifo, None)
     reader.join(10)
     assert got == ["a\n1\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
     target = tmp_path / "real.csv"
     target.write_text("old")
     link = tmp_path / "link.csv"
     link.symlink_to(target)
-    write_outputs(RunOutcome("r", ["a"], [["2"]], {}), link, None)
+    write_outputs(_outcome(["a"], [["2"]]), link, None)
     assert link.is_symlink() and target.read_text() == "a\n2\n"

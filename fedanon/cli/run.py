@@ -60,15 +60,14 @@ def _run(args: argparse.Namespace) -> int:
     if party_dp(outcome.report.get("party_reports", {})):
         outcome.report["dp"] = party_dp(outcome.report.get("party_reports", {}))
     analysis = None
-    if outcome.output_rows is not None and outcome.report.get("transformation") and coordinator.config is not None:
+    if outcome.output is not None and outcome.report.get("transformation") and coordinator.config is not None:
         from fedanon.protocols.dp.release import check_config
         from fedanon.report.analysis import analyze_protocol_output
 
         # computed here, where the result is; the pooled input exists nowhere, so its risk is "not available"
         try:
             # a DP release is judged as what it is: k-anonymity with the derived k
-            analysis = analyze_protocol_output(check_config(coordinator.config), outcome.report,
-                                               outcome.output_columns or [], outcome.output_rows)
+            analysis = analyze_protocol_output(check_config(coordinator.config), outcome.report, outcome.output)
         except Exception as exc:  # the run's result is worth more than its risk figures: write it regardless
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
             outcome.report["risk"] = {"input": None, "output": None, "unavailable": f"risk not computed ({reason})"}
@@ -90,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     if result_rows(outcome.report):
         print_summary(f"fedanon run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution})",
                       result_rows(outcome.report))
-    rows = len(outcome.output_rows) if outcome.output_rows is not None else 0
+    rows = outcome.output.n_rows if outcome.output is not None else 0
     print(f"run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution}) finished in "
           f"{outcome.report['elapsed_s']:.2f} s; {rows} result rows"
           + (f" -> {cfg.output}" if cfg.output else "") + (f"; report -> {cfg.report}" if cfg.report else ""),

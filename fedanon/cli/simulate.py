@@ -78,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedanon.cli.kit.aggregation import aggregate_rows, aggregated_values, check_fixed_point, loss_report
     from fedanon.cli.kit.inputs import load_inputs
-    from fedanon.data.io.delimited import write_table_csv
+    from fedanon.data.io.delimited import write_encoded_csv
+    from fedanon.data.table import EncodedTable
     from fedanon.cli.kit.runconfig import run_from_args
     from fedanon.protocols.registry import protocol_spec
     from fedanon.cli.kit.summary import dp_text, party_dp
@@ -134,13 +135,15 @@ def run(args: argparse.Namespace) -> int:
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
                              protocol=args.protocol, layout=layout)
     summary = result_summary(sim.party_reports)
-    # the recipient aggregates after decryption (it has seen the integrated table's raw values)
-    out_rows, aggregated = aggregate_rows(sim.columns, sim.rows, config.quasi_identifiers,
-                                          summary.get("suppressed_rows"),
-                                          {c: f for c, f in spec.aggregate.items() if c not in means})
-    write_table_csv(spec.output, sim.columns, out_rows, spec.delimiter)
+    released, aggregated = sim.table, {}
+    at_recipient = {c: f for c, f in spec.aggregate.items() if c not in means}
+    if at_recipient:  # the recipient aggregates after decryption (it has seen the raw values)
+        out_rows, aggregated = aggregate_rows(sim.columns, sim.rows, config.quasi_identifiers,
+                                              summary.get("suppressed_rows"), at_recipient)
+        released = EncodedTable.from_rows(sim.columns, out_rows)
+    write_encoded_csv(spec.output, released, spec.delimiter)
     phases = protocol_phases(args.protocol)
-    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": len(out_rows),
+    report = {**sim.report, "input": str(spec.input), "output": str(spec.output), "rows_written": released.n_rows,
               "config": config.to_dict(), "phase_table": phase_rows(sim.party_reports, phases),
               "transformation": summary.get("transformation"), "information_loss": summary.get("information_loss"),
               "metric": summary.get("metric"), "suppressed_rows": summary.get("suppressed_rows"),
@@ -165,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         # the simulation holds the pooled input: input and output risk, utility (a real run cannot);
         # a DP release is judged as k-anonymity with its derived k
         analysis = analyze_protocol_result(table.select(kept).encoded(), hierarchies, check_config(config), report,
-                                           sim.columns, out_rows, research_subset=subset)
+                                           released, research_subset=subset)
         report.update(analysis.to_dict())
         if args.html:
             analysis.write_html(args.html, f"fedanon simulate: Protocol {args.protocol}, {args.distribution}, "
@@ -195,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
             f"({sim.report.get('simulation', {}).get('transport', '')}): "
             f"transformation {summary.get('transformation')}, information loss "
             f"{summary.get('information_loss', float('nan')):.6g} ({summary.get('metric')}), "
-            f"{summary.get('suppressed_rows', 0)} suppressed, {len(out_rows)} rows -> {spec.output}, "
+            f"{summary.get('suppressed_rows', 0)} suppressed, {released.n_rows} rows -> {spec.output}, "
             f"removed columns: {', '.join(removed) or 'none'}, "
             f"{sim.elapsed_s:.2f} s wall time (incl. start-up); protocol time at the recipient "
             f"{pre_post_seconds(sim.party_reports, sim.report.get('result_recipient', 'p1')):.3f} s "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.table import EncodedTable
 from fedanon.data.io.delimited import write_table_csv
 from fedanon.parties import reaper
 from fedanon.parties.simulation import SimulatedParty, run_simulation
@@ -32,13 +34,23 @@ HELPER_NAME = "helper"  # the simulated helper party's name
 
 @dataclass
 class Simulation:
-    """The decrypted result of one simulated run plus its report (per-party phases and bytes)."""
+    """The decrypted result of one simulated run plus its report (per-party phases and bytes).
 
-    columns: list[str]
-    rows: list[list[str]]
+    `table` is the result as the recipient decrypted it (codes + UTF-8 dictionaries), its
+    columns in input order; `rows` reads it row by row for callers that compare rows."""
+
+    table: EncodedTable
     report: dict[str, Any]
     elapsed_s: float
     party_reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.columns)
+
+    @cached_property
+    def rows(self) -> list[list[str]]:
+        return self.table.text_rows()
 
 
 def primary_names(n: int) -> list[str]:
@@ -92,23 +104,21 @@ def simulate_table(
     options = dict(options or {})
     start = time.perf_counter()
     if transport == "memory":
-        reports, out_columns, out_rows = _run_threads(shares, names, hierarchy_paths, config, distribution,
-                                                      recipient, options, protocol)
+        reports, output = _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options,
+                                       protocol)
         report: dict[str, Any] = {"protocol": protocol, "distribution": distribution, "party_reports": reports,
                                   "simulation": {"daemons": 0, "transport": "in-memory (threads, no TLS)"}}
     else:
-        report, out_columns, out_rows = _run_daemons(shares, names, hierarchy_paths, config, distribution,
-                                                     recipient, options, workdir, progress, protocol)
+        report, output = _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options,
+                                      workdir, progress, protocol)
     elapsed = time.perf_counter() - start
-    if out_rows is None or out_columns is None:
+    if output is None:
         raise PeerError("the run finished without a result at the recipient")
-    order = [c for c in columns if c in out_columns]
-    index = [out_columns.index(c) for c in order]
-    result_rows = [[row[i] for i in index] for row in out_rows]
+    result = output.select([c for c in columns if c in output.columns])
     report.update({"parties_primary": parties, "result_recipient": recipient, "elapsed_s": round(elapsed, 6),
                    "split_mode": split_mode if distribution == "horizontal" else
                    ("layout" if distribution == "hybrid" else "columns round-robin")})
-    return Simulation(order, result_rows, report, elapsed, report.get("party_reports", {}))
+    return Simulation(result, report, elapsed, report.get("party_reports", {}))
 
 
 def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
@@ -130,7 +140,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
         raise exc
     reports = {name: {"role": roles[name], **o.report} for name, o in run.outcomes.items()}
     out = run.outcomes[recipient]
-    return reports, out.output_columns, out.output_rows
+    return reports, out.output
 
 
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
@@ -166,7 +176,7 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
             parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,
                                 workdir=(base / "daemons") if workdir is not None else None, progress=progress)
-    return result.report, result.output_columns, result.output_rows
+    return result.report, result.output
 
 
 def party_roles(primaries: list[str], protocol: str) -> dict[str, str]:

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import grpc
 
 from fedanon.kit.atomicfile import write_text_atomic
-from fedanon.data.io.delimited import write_table_csv
+from fedanon.data.io.delimited import write_encoded_csv
+from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, InputError, PeerError, ProtocolError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.config import Limits, RunConfig, RunPartyEntry, TlsFiles
@@ -32,6 +33,7 @@ from fedanon.parties.pki.certs import certificate_name
 from fedanon.parties.wire.grpc_transport import describe_rpc_error, unresponsive
 from fedanon.parties.pki.identity import new_nonce, verify_identity
 from fedanon.parties.wire.resultwire import decode_result
+from fedanon.protocols.kit.api import HoldsOutput
 from fedanon.parties.pki.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
@@ -44,10 +46,11 @@ EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/
 
 
 @dataclass
-class RunOutcome:
+class RunOutcome(HoldsOutput):
+    """A finished run: the result as the recipient sent it (None if the protocol has none) and the report."""
+
     run_id: str
-    output_columns: list[str] | None
-    output_rows: list[list[str]] | None
+    output: EncodedTable | None
     report: dict[str, Any] = field(default_factory=dict)
 
 
@@ -244,10 +247,8 @@ class Coordinator:
             for call in calls.values():
                 call.cancel()
             raise PeerError(_root_cause(errors))
-        columns = rows = None
-        if result_parts:
-            columns, rows = decode_result(b"".join(result_parts))
-        return RunOutcome(self.run_id, columns, rows, {"parties": reports})
+        output = decode_result(b"".join(result_parts)) if result_parts else None
+        return RunOutcome(self.run_id, output, {"parties": reports})
 
     def run(self) -> RunOutcome:
         self.config = _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source, self.cfg.anonymization)
@@ -271,7 +272,7 @@ class Coordinator:
             "privacy": self.cfg.privacy,
             "options": self.cfg.options,
             "party_reports": outcome.report["parties"],
-            "output_rows": len(outcome.output_rows) if outcome.output_rows is not None else None,
+            "output_rows": outcome.output.n_rows if outcome.output is not None else None,
         }
         return outcome
 
@@ -316,11 +317,11 @@ def write_outputs(outcome: RunOutcome, output: Path | None, report: Path | None,
         if path is not None:
             Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
     if output is not None:
-        if outcome.output_rows is None:
+        if outcome.output is None:
             raise ProtocolError("the run produced no result table at the result recipient")
-        # the same writer as a local run: a cell holding the delimiter, a quote or a newline is
-        # quoted, so every released row parses back to its cells
-        write_table_csv(output, outcome.output_columns or [], outcome.output_rows, delimiter)
+        # the same writer as a local run, from the codes and dictionaries as they arrived: a cell
+        # holding the delimiter, a quote or a newline is quoted, so every released row parses back
+        write_encoded_csv(output, outcome.output, delimiter)
     if report is not None:
         write_text_atomic(report, json.dumps(outcome.report, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -439,8 +439,8 @@ class PartyService(pb_grpc.PartyServicer):
             report["traffic"]["wire_bytes_received_by_phase"] = wire_in
             report["elapsed_s"] = round(time.perf_counter() - state.started, 6)
             report["peak_rss_mib"] = round(peak_rss_mib(), 1)
-            if self.cfg.name == settings.result_recipient and outcome.output_rows is not None:
-                blob = encode_result(outcome.output_columns or [], outcome.output_rows)
+            if self.cfg.name == settings.result_recipient and outcome.output is not None:
+                blob = encode_result(outcome.output)
                 step = self.cfg.limits.chunk_bytes
                 for start in range(0, len(blob), step):
                     state.events.put(pb.RunEvent(result_chunk=blob[start:start + step]))

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import tomli_w
 
 
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError, PeerError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
@@ -38,6 +39,7 @@ from fedanon.parties.config import (
 from fedanon.parties.coordinator import Coordinator, RunOutcome, write_outputs
 from fedanon.parties.daemon import PartyDaemon
 from fedanon.parties.progress import PhaseProgress
+from fedanon.protocols.kit.api import HoldsOutput
 
 COORDINATOR = "coordinator"
 _START_TIMEOUT_S = 60.0
@@ -61,9 +63,8 @@ class SimulatedParty:
 
 
 @dataclass
-class SimulationResult:
-    output_columns: list[str] | None
-    output_rows: list[list[str]] | None
+class SimulationResult(HoldsOutput):
+    output: EncodedTable | None
     report: dict[str, Any]
 
 
@@ -307,4 +308,4 @@ def run_simulation(
             outcome = net.run(protocol, distribution, config, result_recipient, options, on_event=bar.update)
     outcome.report["simulation"] = {"daemons": len(parties), "transport": "gRPC + mutual TLS on 127.0.0.1"}
     write_outputs(outcome, output, report)
-    return SimulationResult(outcome.output_columns, outcome.output_rows, outcome.report)
+    return SimulationResult(outcome.output, outcome.report)

@@ -129,7 +129,7 @@ INPUT_UNAVAILABLE = ("nobody holds the pooled input in a distributed run (each p
                      "so its risk and the utility relative to it cannot be computed without pooling the data")
 
 
-def _written_table_risk(columns: list[str], rows: list[list[str]], config: AnonymizationConfig,
+def _written_table_risk(output: EncodedTable, config: AnonymizationConfig,
                         suppressed_rows: Any, hierarchies: Mapping[str, Hierarchy],
                         threshold: float) -> tuple[dict[str, Any], EncodedTable, np.ndarray]:
     """Risk of a protocol's result table as it was delivered (rows in the protocol's order).
@@ -139,8 +139,8 @@ def _written_table_risk(columns: list[str], rows: list[list[str]], config: Anony
     to the writer's convention and says so.
     """
     qis = list(config.quasi_identifiers)
-    sens = [s for s in config.sensitive_attributes if s in columns]
-    out = EncodedTable.from_rows(list(columns), rows)
+    sens = [s for s in config.sensitive_attributes if s in output.columns]
+    out = output.renumbered()  # each value once, as a table read from the written file would be
     count = suppressed_rows if isinstance(suppressed_rows, int) and not isinstance(suppressed_rows, bool) else None
     try:
         mask, _exact = suppressed_rows_mask(out, qis, count)
@@ -160,8 +160,7 @@ def analyze_protocol_result(
     hierarchies: Mapping[str, Hierarchy],
     config: AnonymizationConfig,
     summary: Mapping[str, Any],
-    out_columns: list[str],
-    out_rows: list[list[str]],
+    output: EncodedTable,
     *,
     research_subset: np.ndarray | None = None,
     threshold: float = DEFAULT_THRESHOLD,
@@ -191,7 +190,7 @@ def analyze_protocol_result(
         if key not in summary:  # the twin ran no search: show only what the protocol reported
             analysis.summary.pop(key, None)
     if research_subset is None:
-        analysis.risk_output, _, _ = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"),
+        analysis.risk_output, _, _ = _written_table_risk(output, config, summary.get("suppressed_rows"),
                                                       hierarchies, threshold)
         analysis.risk_output["computed_from"] = "the result table the protocol delivered"
     else:
@@ -204,8 +203,7 @@ def analyze_protocol_result(
 def analyze_protocol_output(
     config: AnonymizationConfig,
     summary: Mapping[str, Any],
-    out_columns: list[str],
-    out_rows: list[list[str]],
+    output: EncodedTable,
     *,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> Analysis:
@@ -217,8 +215,7 @@ def analyze_protocol_output(
     output value counts. Nothing of the input is used or sent anywhere; input
     risk and input-relative utility are reported as not available, with the reason.
     """
-    risk, out, suppressed = _written_table_risk(out_columns, out_rows, config, summary.get("suppressed_rows"), {},
-                                                threshold)
+    risk, out, suppressed = _written_table_risk(output, config, summary.get("suppressed_rows"), {}, threshold)
     risk["computed_from"] = "the result table (at the coordinator)"
     transformation = summary.get("transformation") or {}
     attributes = []

@@ -32,6 +32,7 @@ from fedanon.kit.cores import available_cores
 from fedanon.data.io.columnar import (DEFAULT_DELIMITER, DEFAULT_ENCODING, ColumnarTable, narrow_codes,
                                        numpy_integers)
 from fedanon.data.io.registry import register_reader
+from fedanon.data.table import EncodedTable
 from fedanon.errors import InputError
 
 WRITE_BATCH_ROWS = 1 << 16
@@ -444,6 +445,14 @@ def _contiguous_bytes(array) -> bytes:  # type: ignore[no-untyped-def]
     _validity, offsets, data = array.buffers()
     bounds = np.frombuffer(offsets, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     return memoryview(data)[int(bounds[0]):int(bounds[-1])].tobytes() if len(array) else b""
+
+
+def write_encoded_csv(path: str | Path, table: EncodedTable, delimiter: str = DEFAULT_DELIMITER) -> int:
+    """Write an `EncodedTable` (UTF-8 byte dictionaries, as a protocol's result arrives) straight
+    from its codes and dictionaries; returns the rows written."""
+    codes = np.asfortranarray(table.codes)  # the writer takes whole columns
+    return write_columns(path, table.columns, [codes[:, c] for c in range(len(table.columns))],
+                         table.dictionaries, delimiter)
 
 
 def write_table_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[str | bytes]],

@@ -1,36 +1,42 @@
 """The anonymized result on its way from the result recipient to the coordinator.
 
-Snappy-compressed JSON: small enough for ADULT-sized outputs, trivially
-streamable in chunks, and independent of the engine's table classes.
+It travels as the codec's table (`protocols/kit/codec.py`), the format every table between
+parties already uses: each distinct value once per column plus the code matrix, Snappy-
+compressed. The recipient sends the decrypted table as the protocol produced it, and the
+coordinator writes the output file from the same codes and dictionaries, so no row is ever
+built on the way. Decoding is the codec's bounds-checked one; anything malformed, of
+another kind or too large becomes one `ProtocolError` that names the result.
 """
 
 from __future__ import annotations
 
-import json
-
-import snappy
-
+from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
+from fedanon.protocols.kit import codec
+
+WHAT = "result"
+_MALFORMED = "the result sent by the recipient is malformed"
 
 
-def _text(value: object) -> str:
-    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+def encode_result(table: EncodedTable) -> bytes:
+    """The plaintext result table (UTF-8 dictionaries) as the codec's table blob."""
+    return codec.encode_table(table)
 
 
-def encode_result(columns: list[str], rows: list[list[str]]) -> bytes:
-    doc = {"columns": [_text(c) for c in columns], "rows": [[_text(v) for v in row] for row in rows]}
-    return snappy.compress(json.dumps(doc, separators=(",", ":")).encode())
-
-
-def decode_result(blob: bytes) -> tuple[list[str], list[list[str]]]:
-    from fedanon.protocols.kit.codec import checked_uncompress
-
-    try:
-        body = checked_uncompress(blob, "result")  # refuses a block declaring more than the limit
+def decode_result(blob: bytes) -> EncodedTable:
+    """Inverse of `encode_result`: the table, with every value checked to be UTF-8 text."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"{_MALFORMED} (a {type(blob).__name__}, not bytes)")
+    try:  # the codec refuses a block declaring more than the decompression limit before allocating
+        table = codec.decode_table(bytes(blob), WHAT)
     except ProtocolError as exc:
-        raise ProtocolError(f"the result sent by the recipient is malformed ({exc})") from None
-    try:
-        doc = json.loads(body)
-        return [str(c) for c in doc["columns"]], [[str(v) for v in row] for row in doc["rows"]]
-    except Exception as exc:  # corrupted stream: name it, never dump content
-        raise ProtocolError(f"the result sent by the recipient is malformed ({type(exc).__name__})") from None
+        raise ProtocolError(f"{_MALFORMED} ({exc})") from None
+    if table.n_rows and not table.columns:
+        raise ProtocolError(f"{_MALFORMED} ({table.n_rows} rows without a column)")
+    for column, dictionary in zip(table.columns, table.dictionaries):
+        try:
+            for value in dictionary:
+                value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError(f"{_MALFORMED} (a value of column {column!r} is not UTF-8)") from None
+    return table

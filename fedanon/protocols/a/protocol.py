@@ -59,7 +59,7 @@ from fedanon.protocols.dp.release import (bind_sampling_identity, check_config, 
 from fedanon.protocols.kit.keyshare import roster_bindings
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
-from fedanon.protocols.kit.cellcrypt import SUPPRESSED, decode_columns, random_permutation, verify_suppression
+from fedanon.protocols.kit.cellcrypt import SUPPRESSED, random_permutation, verify_suppression
 from fedanon.protocols.kit.integration import append_tables, merge_all_hierarchies, merge_hierarchies
 from fedanon.protocols.hybrid.join import HYBRID, check_hybrid_schemas, column_groups, held_by, join_groups
 from fedanon.protocols.kit.resultcheck import check_result
@@ -778,23 +778,23 @@ class _Party(DataHolder):
         return known, rest
 
     def _plaintext(self, table: EncodedTable, mask: np.ndarray,
-                   found: dict[str, dict[bytes, str]]) -> tuple[list[str], list[list[str]]]:
-        star = SUPPRESSED.decode()
+                   found: dict[str, dict[bytes, str]]) -> EncodedTable:
+        """The result in plaintext: the hashed dictionaries replaced by the values they decode to."""
         dictionaries = []
         for column, dictionary in zip(table.columns, table.dictionaries):
             values = []
             for e in dictionary:
                 if e == SUPPRESSED:
-                    values.append(star)
+                    values.append(SUPPRESSED)
                 elif e in found[column]:
-                    values.append(found[column][e])
+                    values.append(found[column][e].encode("utf-8"))
                 else:
                     raise ProtocolError(f"a value of column {column!r} in the result decodes at no party "
                                         "(tampered result or a party lost its dictionary)")
             dictionaries.append(values)
-        rows = decode_columns(table, dictionaries)
-        verify_suppression(list(table.columns), rows, mask, set(self.settings.config.quasi_identifiers))
-        return list(table.columns), rows
+        plain = EncodedTable(list(table.columns), table.codes, dictionaries)
+        verify_suppression(plain, mask, set(self.settings.config.quasi_identifiers))
+        return plain
 
     def _released_rows(self) -> int | None:
         """How many of our rows the release must hold: all, or with delta-presence our research
@@ -868,12 +868,12 @@ class _Party(DataHolder):
             accepted.raise_if_stopped()
             return
         transformation = report.get("transformation")
-        problems = self._count_problems(len(outcome.output_rows or []), report, self._agreed)
+        assert outcome.output is not None  # the recipient decrypted it in `_plaintext`
+        problems = self._count_problems(outcome.output.n_rows, report, self._agreed)
         # hybrid: our persons the join dropped are rightly absent (at most the dropped count)
         dropped = int(report.get("integration", {}).get("persons_dropped", 0)) if self.hybrid else 0
         problems = problems or check_result(
-            self.me, self.local, check_config(self.settings.config), self.settings.distribution,
-            outcome.output_columns or [], outcome.output_rows or [],
+            self.me, self.local, check_config(self.settings.config), self.settings.distribution, outcome.output,
             None if mask is None else np.asarray(mask, dtype=bool).tolist(),
             transformation if isinstance(transformation, dict) else None, outcome.report, may_be_absent=dropped)
         if problems:
@@ -924,7 +924,7 @@ class _Party(DataHolder):
             hashed = self._decrypt_chain(keys, result, subset)
             found = self._decode(hashed[0] if hashed else None)
             if hashed is not None:
-                outcome.output_columns, outcome.output_rows = self._plaintext(hashed[0], hashed[1], found)
+                outcome.output = self._plaintext(hashed[0], hashed[1], found)
             self._accept(outcome, hashed[1] if hashed is not None else None, report)
         outcome.result = result if self.me == self.master else None
         outcome.report.update(report)

@@ -44,10 +44,10 @@ from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
     ColumnCiphers,
-    decode_columns,
     encode_share,
     random_permutation,
     token_keys,
+    utf8_dictionary,
     verify_suppression,
 )
 from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
@@ -263,10 +263,11 @@ class _Primary(KeySharingPrimary):
 
     # -- decrypt -------------------------------------------------------------------
     def _decrypt_result(self, parts: dict[str, bytes], ciphers: ColumnCiphers,
-                        plain: dict[str, list[bytes]]) -> tuple[list[str], list[list[str]]]:
+                        plain: dict[str, list[bytes]]) -> EncodedTable:
+        """The result in plaintext: the helper's codes with every column's dictionary decrypted."""
         table = codec.decode_table(codec.require_part(parts, "table", "result"), "result table")
         qis = set(self.settings.config.quasi_identifiers)
-        dictionaries: list[list[str]] = []
+        dictionaries: list[list[bytes]] = []
         for column, dictionary in zip(table.columns, table.dictionaries):
             if column in plain:
                 values = plain[column]
@@ -274,15 +275,11 @@ class _Primary(KeySharingPrimary):
                     raise ProtocolError(f"decrypted dictionary of column {column!r} has the wrong size")
             else:
                 values = ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis)
-            try:
-                dictionaries.append([v.decode("utf-8") for v in values])
-            except UnicodeDecodeError:
-                raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
-        rows = decode_columns(table, dictionaries)
+            dictionaries.append(utf8_dictionary(column, values))
+        out = EncodedTable(list(table.columns), table.codes, dictionaries)
         if "suppressed" in parts:  # the engine's mask: check that exactly these rows carry '*' QIs
-            mask = codec.decode_flags(parts["suppressed"], "suppression mask")
-            verify_suppression(list(table.columns), rows, mask, qis)
-        return list(table.columns), rows
+            verify_suppression(out, codec.decode_flags(parts["suppressed"], "suppression mask"), qis)
+        return out
 
     def _decrypt_for_recipient(self, ciphers: ColumnCiphers, roster: Roster) -> None:
         """Per-party keys: decrypt this owner's output dictionaries and seal them for the recipient."""
@@ -331,7 +328,7 @@ class _Primary(KeySharingPrimary):
                             if roster.owners.get(c) != owner:
                                 raise ProtocolError(f"party {owner!r} sent values for column {c!r} it does not own")
                             plain[c] = d
-                outcome.output_columns, outcome.output_rows = self._decrypt_result(parts, ciphers, plain)
+                outcome.output = self._decrypt_result(parts, ciphers, plain)
                 outcome.report.update(notice.report)
                 self._accept(outcome, parts, notice.report)
             else:
@@ -395,11 +392,12 @@ class _Primary(KeySharingPrimary):
         """Check the decrypted result (privacy model, own rows) and tell the helper; fail the run if it is wrong."""
         mask = codec.decode_flags(parts["suppressed"], "suppression mask") if "suppressed" in parts else None
         transformation = report.get("transformation")
+        assert outcome.output is not None  # decrypted in `_decrypt_result`
         local = self.local
         if self.settings.distribution == HYBRID:  # persons some column group lacks were dropped
             local = released_local(local, self._prepared[0], self._released)
         problems = check_result(self.me, local, check_config(self.settings.config), self.settings.distribution,
-                                outcome.output_columns or [], outcome.output_rows or [],
+                                outcome.output,
                                 None if mask is None else mask.tolist(),
                                 transformation if isinstance(transformation, dict) else None, outcome.report)
         if problems:

@@ -66,10 +66,10 @@ from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
     SUPPRESSED,
     ColumnCiphers,
-    decode_columns,
     encode_share,
     random_permutation,
     token_keys,
+    utf8_dictionary,
 )
 from fedanon.protocols.c.counted_checks import (
     CountJudge,
@@ -316,7 +316,7 @@ class _Primary(KeySharingPrimary):
                 return judge
             self.transport.send(self.helper, "c/answer", judge.answer(request))
 
-    def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+    def _final(self, judge: CountJudge, keys: dict[str, bytes]) -> tuple[EncodedTable, dict[str, Any]]:
         assert self.counter_key is not None
         notice, parts = open_control(receive_progressing(self.ctx, self.helper, "c/result", "decrypt"),
                                      Verdict, "result")
@@ -350,24 +350,18 @@ class _Primary(KeySharingPrimary):
             codes = codes[released]
         out = EncodedTable(list(table.columns), codes, dictionaries)
         ciphers = ColumnCiphers(self.settings.run_id, keys)
-        plain = []
-        for column, dictionary in zip(out.columns, out.dictionaries):
-            values = ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis)
-            try:
-                plain.append([v.decode("utf-8") for v in values])
-            except UnicodeDecodeError:
-                raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
+        plain = EncodedTable(list(out.columns), out.codes, [
+            utf8_dictionary(column, ciphers.decrypt_dictionary(column, dictionary, allow_suppressed=column in qis))
+            for column, dictionary in zip(out.columns, out.dictionaries)])
         facts = {**notice.report, "suppressed_rows": int(failing.sum()), "classes": kept_classes,
                  "rows_released": int(out.n_rows),
                  "pseudotuples_dropped": int(n - keep.sum()), "release_tally_s": self.tally_s}
-        rows = decode_columns(out, plain)
-        self._accept(list(out.columns), rows, failing if released is None else failing[released], notice.report,
-                     facts)
-        columns = list(out.columns)
+        self._accept(plain, failing if released is None else failing[released], notice.report, facts)
         means = mean_columns(self.settings.options)
-        if means:
-            columns, rows = self._class_means(parts, n, keep, failing, columns, rows, means)
-        return columns, rows, facts
+        if means:  # the mean columns join the table from the decrypted class sums
+            columns, rows = self._class_means(parts, n, keep, failing, list(plain.columns), plain.text_rows(), means)
+            plain = EncodedTable.from_rows(columns, rows)
+        return plain, facts
 
     def _class_means(self, parts: dict[str, bytes], n: int, keep: np.ndarray, failing: np.ndarray,
                      columns: list[str], rows: list[list[str]], means: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -437,7 +431,7 @@ class _Primary(KeySharingPrimary):
             text = "the helper deviated from the protocol: " + "; ".join(problems) + "; it was not accepted"
             raise LocalFailure([LocalProblem(text, text)])
 
-    def _accept(self, columns: list[str], rows: list[list[str]], suppressed: np.ndarray,
+    def _accept(self, output: EncodedTable, suppressed: np.ndarray,
                 report: dict[str, Any], timings: dict[str, Any]) -> None:
         """Check the decrypted result as B's and A's recipients do (`resultcheck.check_result`), then tell the helper.
 
@@ -457,7 +451,7 @@ class _Primary(KeySharingPrimary):
             keep[sent] = True
             local = LocalData(list(local.columns), [r for r, k in zip(local.rows, keep.tolist()) if k],
                               local.hierarchies, local.tid_column, None)
-        problems = check_result(self.me, local, self.settings.config, self.settings.distribution, columns, rows,
+        problems = check_result(self.me, local, self.settings.config, self.settings.distribution, output,
                                 np.asarray(suppressed, dtype=bool).tolist(),
                                 transformation if isinstance(transformation, dict) else None, timings)
         if problems:
@@ -484,7 +478,7 @@ class _Primary(KeySharingPrimary):
             with timer.phase("anonymize"):
                 judge = self._judge()
             with timer.phase("decrypt"):
-                outcome.output_columns, outcome.output_rows, facts = self._final(judge, keys)
+                outcome.output, facts = self._final(judge, keys)
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:
             with timer.phase("decrypt"):

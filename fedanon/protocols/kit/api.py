@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
 
     from fedanon.model.config import AnonymizationConfig
     from fedanon.data.hierarchy import Hierarchy
+    from fedanon.data.table import EncodedTable
     from fedanon.engine.result import AnonymizationResult
 
 Distribution = Literal["horizontal", "vertical", "hybrid"]
@@ -84,18 +85,35 @@ class RoleContext:
         self.transport.receive_timeout_s = self.settings.receive_timeout_s
 
 
+class HoldsOutput:
+    """Row-wise views of an `output` table for callers that read a result row by row, such as
+    tests comparing row multisets. The way from the protocol to the output file never uses them,
+    so the result stays a table there."""
+
+    output: "EncodedTable | None"
+
+    @property
+    def output_columns(self) -> list[str] | None:
+        return None if self.output is None else list(self.output.columns)
+
+    @property
+    def output_rows(self) -> list[list[str]] | None:
+        return None if self.output is None else self.output.text_rows()
+
+
 @dataclass
-class RoleOutcome:
+class RoleOutcome(HoldsOutput):
     """What one role produced: the decrypted output at the recipient, a report everywhere.
 
-    `output_columns`/`output_rows` are the anonymized table in plaintext (suppressed
-    cells as "*"), set only at a party that legitimately learns the result.
-    `report` holds per-phase timings (seconds) and anything the role wants to tell
-    the coordinator; the transport's byte counts are added by the caller.
+    `output` is the anonymized table in plaintext, set only at a party that legitimately
+    learns the result: the engine's codes (permuted rows) with decrypted dictionaries of
+    UTF-8 values (a suppressed cell is "*"). It stays in this form on its way to the
+    coordinator and into the output file. `report` holds per-phase timings (seconds) and
+    anything the role wants to tell the coordinator; the transport's byte counts are added
+    by the caller.
     """
 
-    output_columns: list[str] | None = None
-    output_rows: list[list[str]] | None = None
+    output: "EncodedTable | None" = None
     result: "AnonymizationResult | None" = None
     report: dict[str, Any] = field(default_factory=dict)
     # a primary of a DP run: which of its rows (in its own order) it sampled; its own

@@ -189,13 +189,30 @@ def token_keys(tokens: bytes, rows: int, what: str, width: int = TID_TOKEN_BYTES
     return np.frombuffer(tokens, dtype=">u8").reshape(rows, width // 8).astype(np.uint64)
 
 
-def verify_suppression(columns: Sequence[str], rows: Sequence[Sequence[str]], mask: np.ndarray,
-                       qis: set[str]) -> None:
-    """The engine's suppression mask must match the result: exactly the flagged rows carry '*' QIs."""
-    if len(mask) != len(rows):
-        raise ProtocolError(f"suppression mask covers {len(mask)} rows, the result has {len(rows)}")
-    qi_index = [i for i, c in enumerate(columns) if c in qis]
-    star = SUPPRESSED.decode()
-    for r in np.flatnonzero(mask).tolist():
-        if any(rows[r][i] != star for i in qi_index):
+def utf8_dictionary(column: str, values: Sequence[bytes]) -> list[bytes]:
+    """A decrypted dictionary, kept as bytes, after checking that every value is UTF-8 text
+    (what the output file and the coordinator will read it as)."""
+    try:
+        for value in values:
+            value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"a decrypted value of column {column!r} is not UTF-8") from None
+    return list(values)
+
+
+def verify_suppression(table: EncodedTable, mask: np.ndarray, qis: set[str]) -> None:
+    """The engine's suppression mask must match the result: exactly the flagged rows carry '*' QIs.
+
+    Read on the codes: per QI column, which dictionary entries are '*', looked up for the
+    flagged rows (a dictionary may hold '*' more than once; each such entry counts)."""
+    if len(mask) != table.n_rows:
+        raise ProtocolError(f"suppression mask covers {len(mask)} rows, the result has {table.n_rows}")
+    flagged = np.flatnonzero(np.asarray(mask, dtype=bool))
+    if not len(flagged):
+        return
+    for c, (column, dictionary) in enumerate(zip(table.columns, table.dictionaries)):
+        if column not in qis:
+            continue
+        is_star = np.fromiter((v == SUPPRESSED for v in dictionary), dtype=bool, count=len(dictionary))
+        if not is_star[table.codes[flagged, c]].all():
             raise ProtocolError("the result marks a row as suppressed but it still has QI values")

@@ -1,22 +1,23 @@
 """Wire format of tables, hierarchies and multi-part protocol messages (§4.5.4).
 
-A table travels dictionary-compressed: one packed little-endian int32 code matrix
-(the "structure") plus, per column, a dictionary of opaque byte strings (in the
-protocols: ciphertexts). Every distinct value is sent once, and the structure
-compresses very well, so the whole blob is Snappy-compressed. Hierarchies travel
-as tables whose columns are their levels.
+A table travels dictionary-compressed and column by column: per column a dictionary
+of opaque byte strings (in the protocols: ciphertexts), each distinct value once, then
+that column's codes in the narrowest unsigned type that holds them (one byte for up to
+256 values). Codes of one column sit together and are mostly one byte, so the whole
+blob, Snappy-compressed, is a fraction of a row-major int32 matrix. Hierarchies
+travel as tables whose columns are their levels.
 
 The format is a compact hand-rolled binary one rather than protobuf because the
-network layer only moves opaque bytes and the hot part (the code matrix) must be
-a zero-copy NumPy buffer. Decoding validates every length and count so a
-truncated or corrupted message yields a `ProtocolError` naming what is wrong,
-never an IndexError deep inside the engine.
+network layer only moves opaque bytes and the hot part (the codes) must be NumPy
+buffers. Decoding validates every length, count, code width and code so a truncated
+or corrupted message yields a `ProtocolError` naming what is wrong, never an
+IndexError deep inside the engine.
 
-Layout of an (uncompressed) table body, all integers little-endian u32::
+Layout of an (uncompressed) table body, integers little-endian u32 unless noted::
 
-    magic "FTB1" | n_rows | n_cols
+    magic "FTB2" | n_rows | n_cols
     per column:  len(name) name | n_values | n_values x len | concatenated values
-    codes:       n_rows * n_cols int32 (row-major)
+                 | width (u8: 1, 2 or 4) | n_rows codes of `width` bytes (unsigned)
 
 A message is a sequence of named parts: magic "FMS1" | n_parts | per part
 len(name) name | len(payload) payload (u64 length) — parts are already-encoded blobs.
@@ -36,7 +37,8 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.errors import ProtocolError
 
-_TABLE_MAGIC = b"FTB1"
+_TABLE_MAGIC = b"FTB2"
+_CODE_TYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
 _MESSAGE_MAGIC = b"FMS1"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -150,9 +152,17 @@ def _unpack_dictionary(reader: _Reader, column: str) -> list[bytes]:
     return [blob[s:e] for s, e in zip(starts, ends)]
 
 
+def _code_width(values: int) -> int:
+    """Bytes per code for a column whose codes lie in [0, values)."""
+    return 1 if values <= 1 << 8 else 2 if values <= 1 << 16 else 4
+
+
 def encode_table_parts(columns: Sequence[str], codes: np.ndarray, dictionaries: Sequence[Sequence[bytes]]) -> bytes:
-    """Encode a code matrix and its dictionaries (the primitive behind `encode_table`)."""
-    codes = np.ascontiguousarray(codes, dtype="<i4")
+    """Encode a code matrix and its dictionaries (the primitive behind `encode_table`).
+
+    Each column's codes take the narrowest width that holds both its dictionary and its
+    largest code, so a code past the dictionary still reaches the receiver, which rejects it."""
+    codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != len(columns) or len(dictionaries) != len(columns):
         raise ProtocolError(
             f"cannot encode table: {len(columns)} columns, {len(dictionaries)} dictionaries, codes {codes.shape}"
@@ -161,16 +171,23 @@ def encode_table_parts(columns: Sequence[str], codes: np.ndarray, dictionaries: 
     if n_rows > _MAX_U32:
         raise ProtocolError(f"cannot encode table with {n_rows} rows (more than 2^32 - 1)")
     parts = [_TABLE_MAGIC, _U32.pack(n_rows), _U32.pack(len(columns))]
-    for name, dictionary in zip(columns, dictionaries):
+    for c, (name, dictionary) in enumerate(zip(columns, dictionaries)):
         raw = name.encode("utf-8")
         parts.append(_U32.pack(len(raw)) + raw)
         parts.append(_pack_dictionary(dictionary))
-    parts.append(codes.tobytes())
+        column = codes[:, c]
+        low, high = (int(column.min()), int(column.max())) if n_rows else (0, 0)
+        if low < 0 or high > _MAX_U32:
+            raise ProtocolError(f"cannot encode table: column {name!r} has codes in [{low}, {high}]")
+        width = _code_width(max(len(dictionary), high + 1))
+        parts.append(bytes([width]) + column.astype(_CODE_TYPES[width]).tobytes())
     return _compress(b"".join(parts))
 
 
 def decode_table_parts(blob: bytes, what: str = "table") -> tuple[list[str], np.ndarray, list[list[bytes]]]:
-    """Inverse of `encode_table_parts`; validates magic, lengths and code ranges."""
+    """Inverse of `encode_table_parts`; validates magic, lengths, code widths and code ranges.
+
+    The code matrix comes back column-major (int32), the layout the engine reads."""
     reader = _Reader(_decompress(blob, what), what)
     magic = bytes(reader.take(4, "magic"))
     if magic != _TABLE_MAGIC:
@@ -179,6 +196,7 @@ def decode_table_parts(blob: bytes, what: str = "table") -> tuple[list[str], np.
     n_cols = reader.u32("column count")
     columns: list[str] = []
     dictionaries: list[list[bytes]] = []
+    column_codes: list[np.ndarray] = []
     for c in range(n_cols):
         name_len = reader.u32(f"name length of column #{c}")
         try:
@@ -186,19 +204,22 @@ def decode_table_parts(blob: bytes, what: str = "table") -> tuple[list[str], np.
         except UnicodeDecodeError:
             raise ProtocolError(f"corrupt {what}: name of column #{c} is not UTF-8") from None
         columns.append(name)
-        dictionaries.append(_unpack_dictionary(reader, name))
-    raw_codes = reader.take(4 * n_rows * n_cols, "code matrix")
+        dictionary = _unpack_dictionary(reader, name)
+        dictionaries.append(dictionary)
+        width = reader.take(1, f"code width of column {name!r}")[0]
+        if width not in _CODE_TYPES:
+            raise ProtocolError(f"corrupt {what}: column {name!r} declares codes of {width} bytes (1, 2 or 4)")
+        column = np.frombuffer(reader.take(width * n_rows, f"codes of column {name!r}"), dtype=_CODE_TYPES[width])
+        if n_rows and int(column.max()) >= len(dictionary):
+            raise ProtocolError(
+                f"corrupt {what}: column {name!r} has codes in [{int(column.min())}, {int(column.max())}] "
+                f"but a dictionary of {len(dictionary)} values"
+            )
+        column_codes.append(column)
     reader.expect_end()
-    codes = np.frombuffer(raw_codes, dtype="<i4").astype(np.int32).reshape(n_rows, n_cols)
-    if n_rows:
-        low = codes.min(axis=0)
-        high = codes.max(axis=0)
-        for c, name in enumerate(columns):
-            if low[c] < 0 or high[c] >= len(dictionaries[c]):
-                raise ProtocolError(
-                    f"corrupt {what}: column {name!r} has codes in [{low[c]}, {high[c]}] "
-                    f"but a dictionary of {len(dictionaries[c])} values"
-                )
+    codes = np.empty((n_rows, n_cols), dtype=np.int32, order="F")
+    for c, column in enumerate(column_codes):
+        codes[:, c] = column
     return columns, codes, dictionaries
 
 

@@ -20,6 +20,7 @@ import hmac
 import os
 import time
 
+from fedanon.data.table import EncodedTable
 from fedanon.errors import PeerError, ProtocolError
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 
@@ -108,8 +109,8 @@ def run_check(ctx: RoleContext) -> RoleOutcome:
     outcome = RoleOutcome(report=report)
     if ctx.me == ctx.settings.result_recipient:
         # A tiny "result" so the whole output path (recipient -> coordinator -> CSV) is exercised too.
-        outcome.output_columns = ["party", "peer", "rtt_ms"]
-        outcome.output_rows = [[ctx.me, p, f"{rtt[p] * 1000:.3f}"] for p in others]
+        outcome.output = EncodedTable.from_rows(["party", "peer", "rtt_ms"],
+                                                [[ctx.me, p, f"{rtt[p] * 1000:.3f}"] for p in others])
     return outcome
 
 

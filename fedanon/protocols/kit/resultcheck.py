@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
+from fedanon.data.table import EncodedTable
 from fedanon.model.config import AnonymizationConfig
 from fedanon.oracle.verify import verify_anonymized
 from fedanon.protocols.kit.api import LocalData
@@ -34,14 +35,19 @@ _SHOWN = 3
 
 
 def check_result(me: str, local: LocalData, config: AnonymizationConfig, distribution: str,
-                 columns: Sequence[str], rows: Sequence[Sequence[str]], suppressed: Sequence[bool] | None,
+                 output: EncodedTable, suppressed: Sequence[bool] | None,
                  transformation: dict[str, int] | None, timings: dict[str, Any] | None = None,
                  may_be_absent: int = 0) -> list[LocalProblem]:
     """Both checks; with `timings` (the role's report) also its wall time as `result_check_s`, so that
     benchmarks can tell this safeguard's cost from the protocol's own (it is linear in rows, in Python).
     `may_be_absent`: how many own rows may rightly be missing (a hybrid join dropped persons that
-    some column group lacks, and this party cannot tell which)."""
+    some column group lacks, and this party cannot tell which).
+
+    The checks read the output as rows of strings, built here and dropped afterwards: the
+    verifier is a plain-Python reading of the definitions that shares no code with the engine's
+    coded tables, and that independence is what makes it a check."""
     started = time.perf_counter()
+    columns, rows = list(output.columns), output.text_rows()
     problems = _privacy(config, local, columns, rows, suppressed)
     problems += _own_rows(me, local, config, distribution, columns, rows, transformation, may_be_absent)
     if timings is not None:

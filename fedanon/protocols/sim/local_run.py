@@ -27,7 +27,7 @@ class LocalRun:
     @property
     def recipient_outcome(self) -> RoleOutcome | None:
         for outcome in self.outcomes.values():
-            if outcome.output_rows is not None:
+            if outcome.output is not None:
                 return outcome
         return None
 

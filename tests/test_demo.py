@@ -30,7 +30,7 @@ def test_demo_adult_horizontal_and_vertical_over_daemons(capsys) -> None:
     assert main(["demo", "--protocol", "A", "--protocol", "B"]) == 0
     out = capsys.readouterr().out
     assert out.count("OK: identical to the centralized anonymization") == 4
-    assert "side by side" in out
+    assert "summary (daemons started once per split)" in out
     assert "MISMATCH" not in out
     assert out.count("of the baseline's loss") == 2  # the §4.3 comparison, once per split
     for phase in ("encrypt", "integrate", "anonymize", "decrypt"):

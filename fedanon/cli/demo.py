@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import fedanon
 from fedanon.errors import InputError
@@ -108,6 +108,7 @@ def output_folder(wanted: Path | None) -> Path:
 def run(args: argparse.Namespace) -> int:
     import contextlib
     import json
+    import threading
 
     from rich.console import Console
     from rich.table import Table
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     folder = data_dir(args.dataset)
     if args.parties < 2:
         raise InputError(f"the demo needs at least 2 primaries, got --parties {args.parties}")
-    columns, rows = read_table_csv(folder / f"{args.dataset}.csv")
+    all_columns, all_rows = read_table_csv(folder / f"{args.dataset}.csv")
     qis = list(spec["qis"])
     paths = {q: folder / f"{args.dataset}_hierarchy_{q}.csv" for q in qis}
     hierarchies = {q: Hierarchy.read_csv(p, q) for q, p in paths.items()}
@@ -137,87 +138,94 @@ def run(args: argparse.Namespace) -> int:
                                  metric=args.metric or spec["metric"])
     config.validate()
     out_dir = output_folder(args.output_dir)
-    console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(rows):,} rows, QIs {', '.join(qis)}), "
+    splits = args.split or ["horizontal", "vertical"]
+    console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(all_rows):,} rows, QIs {', '.join(qis)}), "
                   f"{config.k}-anonymity, {config.suppression:.0%} suppression, metric {config.metric}; "
                   f"protocols {', '.join(protocols)} over {args.parties} primaries "
                   + ("in memory" if args.in_memory else "as daemons on 127.0.0.1 (gRPC + mutual TLS)"))
-    central = centralized(columns, rows, hierarchies, config)
+    everything = (all_rows, centralized(all_columns, all_rows, hierarchies, config))
     console.print(f"centralized reference (pooled plaintext, in-process): transformation "
-                  f"{central.result.transformation}, loss {central.result.information_loss:.6g}, "
-                  f"{central.result.elapsed_s:.2f} s")
-    failures = 0
-    summary_rows: list[dict[str, Any]] = []
-    written: list[Path] = []
-    everything = (columns, rows, central)
-    samples: dict[str, tuple] = {}
-    for split in args.split or ["horizontal", "vertical"]:
-        runnable = []
-        for protocol in protocols:
-            spec = protocol_spec(protocol)
-            if spec.metrics is not None and config.metric not in spec.metrics:
-                console.rule(f"Protocol {protocol} ({spec.summary}), {split} split")
-                console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (it would "
-                              f"need the per-QI value distributions it hides); try --metric {spec.metrics[0]} or "
-                              f"another of {', '.join(spec.metrics[1:])}")
+                  f"{everything[1].result.transformation}, loss {everything[1].result.information_loss:.6g}, "
+                  f"{everything[1].result.elapsed_s:.2f} s")
+    runnable = []
+    for protocol in protocols:
+        spec = protocol_spec(protocol)
+        if spec.metrics is not None and config.metric not in spec.metrics:
+            console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (it would "
+                          f"need the per-QI value distributions it hides); try --metric {spec.metrics[0]} or "
+                          f"another of {', '.join(spec.metrics[1:])}")
+        else:
+            runnable.append(protocol)
+    # each reference is computed once, before any run: a sampled protocol is compared with its sample's
+    references: dict[str, tuple[list[list[str]], Any]] = {}
+    for protocol in runnable:
+        pick = sample_rows(protocol, len(all_rows), args.full)
+        if pick is None:
+            references[protocol] = everything
+        else:
+            sampled = [all_rows[i] for i in pick]
+            same = next((r for r in references.values() if r[0] == sampled), None)
+            references[protocol] = same or (sampled, centralized(all_columns, sampled, hierarchies, config))
+
+    lock = threading.Lock()  # one split's report block at a time on stdout
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def one_run(split: str, protocol: str, consortium: SplitConsortium | None) -> None:
+        spec = protocol_spec(protocol)
+        options = {"counters": args.counters} if "counters" in spec.options else {}
+        rows, central = references[protocol]
+        progress = PhaseLines(f"{protocol} {split:<10}", enabled=not args.quiet)
+        if consortium is not None:
+            sim = consortium.run(rows, protocol, options, on_event=progress)
+        else:
+            sim = simulate_table(all_columns, rows, paths, config, split, args.parties, options=options,
+                                 transport="memory", progress=False, protocol=protocol)
+        summary = result_summary(sim.party_reports)
+        problems = differences(central, summary.get("transformation"), sim.columns, sim.rows)
+        sent = max((sum(r.get("traffic", {}).get("bytes_sent_by_phase", {}).values())
+                    for r in sim.party_reports.values()), default=0)
+        released, report = out_dir / f"{protocol}-{split}.csv", out_dir / f"{protocol}-{split}.json"
+        write_table_csv(released, sim.columns, sim.rows)
+        write_text_atomic(report, json.dumps(sim.report, indent=2, sort_keys=True, default=str) + "\n")
+        records[(split, protocol)] = {
+            "protocol": protocol, "split": split, "rows": len(rows), "equal_to_centralized": not problems,
+            "problems": problems, "seconds": round(sim.elapsed_s, 3), "max_bytes_sent_by_one_party": sent,
+            "released": str(released), "report": str(report)}
+        with lock:
+            console.rule(f"Protocol {protocol} ({spec.summary}), {split} split"
+                         + ("" if rows is all_rows else f", a {len(rows):,}-row sample (all rows: --full)"))
+            console.print(f"transformation: {summary.get('transformation')}")
+            console.print(f"information loss: {summary.get('information_loss', float('nan')):.6g} "
+                          f"({config.metric}), {summary.get('suppressed_rows', 0)} rows suppressed, "
+                          f"{len(sim.rows):,} rows decrypted at p1, {sim.elapsed_s:.2f} s")
+            print_phase_table(sim.party_reports, f"time and bytes per phase (Protocol {protocol}, {split})",
+                              protocol_phases(protocol))
+            if problems:
+                console.print(f"[bold red]MISMATCH[/bold red] with the centralized anonymization: "
+                              f"{'; '.join(problems)}")
             else:
-                runnable.append(protocol)
+                console.print("[bold green]OK[/bold green]: identical to the centralized anonymization "
+                              f"(same transformation, same multiset of {len(sim.rows):,} rows)")
+
+    def one_split(split: str) -> None:
         with contextlib.ExitStack() as stack:
             consortium = None
-            if runnable and not args.in_memory:  # one set of daemons serves every protocol of this split
+            if not args.in_memory:  # one set of daemons serves every protocol of this split
                 helper = any(protocol_spec(p).needs_helper for p in runnable)
-                consortium = stack.enter_context(SplitConsortium(everything[0], split, args.parties, paths, config,
-                                                                 helper=helper, seed_rows=everything[1]))
+                consortium = stack.enter_context(SplitConsortium(all_columns, split, args.parties, paths, config,
+                                                                 helper=helper, seed_rows=all_rows))
             for protocol in runnable:
-                spec = protocol_spec(protocol)
-                options = {"counters": args.counters} if "counters" in spec.options else {}
-                pick = sample_rows(protocol, len(everything[1]), getattr(args, "full", False))
-                if pick is None:
-                    columns, rows, central = everything
-                else:
-                    if protocol not in samples:
-                        sampled = [everything[1][i] for i in pick]
-                        samples[protocol] = (everything[0], sampled,
-                                             centralized(everything[0], sampled, hierarchies, config))
-                    columns, rows, central = samples[protocol]
-                progress = PhaseLines(f"{protocol} {split:<10}", enabled=not args.quiet)
-                if consortium is not None:
-                    sim = consortium.run(rows, protocol, options, on_event=progress)
-                else:
-                    sim = simulate_table(columns, rows, paths, config, split, args.parties, options=options,
-                                         transport="memory", progress=False, protocol=protocol)
-                summary = result_summary(sim.party_reports)
-                console.rule(f"Protocol {protocol} ({spec.summary}), {split} split"
-                             + ("" if pick is None else f", a {len(rows):,}-row sample (all rows: --full)"))
-                console.print(f"transformation: {summary.get('transformation')}")
-                console.print(f"information loss: {summary.get('information_loss', float('nan')):.6g} "
-                              f"({config.metric}), {summary.get('suppressed_rows', 0)} rows suppressed, "
-                              f"{len(sim.rows):,} rows decrypted at p1, {sim.elapsed_s:.2f} s")
-                print_phase_table(sim.party_reports, f"time and bytes per phase (Protocol {protocol}, {split})",
-                                  protocol_phases(protocol))
-                problems = differences(central, summary.get("transformation"), sim.columns, sim.rows)
-                sent = max((sum(r.get("traffic", {}).get("bytes_sent_by_phase", {}).values())
-                            for r in sim.party_reports.values()), default=0)
-                released = out_dir / f"{protocol}-{split}.csv"
-                report = out_dir / f"{protocol}-{split}.json"
-                write_table_csv(released, sim.columns, sim.rows)
-                write_text_atomic(report, json.dumps(sim.report, indent=2, sort_keys=True, default=str) + "\n")
-                written += [released, report]
-                summary_rows.append({"protocol": protocol, "split": split, "rows": len(rows),
-                                     "equal_to_centralized": not problems, "problems": problems,
-                                     "seconds": round(sim.elapsed_s, 3), "max_bytes_sent_by_one_party": sent,
-                                     "released": str(released), "report": str(report)})
-                if problems:
-                    failures += 1
-                    console.print(f"[bold red]MISMATCH[/bold red] with the centralized anonymization: "
-                                  f"{'; '.join(problems)}")
-                else:
-                    console.print("[bold green]OK[/bold green]: identical to the centralized anonymization "
-                                  f"(same transformation, same multiset of {len(sim.rows):,} rows)")
-        if runnable:  # the baseline depends on the split only (on all rows)
-            columns, rows, central = everything
-            baseline = baseline_for_split(columns, rows, hierarchies, config, split, args.parties,
-                                          central=central.result)
-            console.print(f"secure integration: {baseline.one_line()}")
+                one_run(split, protocol, consortium)
+        # the baseline depends on the split only (on all rows)
+        baseline = baseline_for_split(all_columns, all_rows, hierarchies, config, split, args.parties,
+                                      central=everything[1].result)
+        with lock:
+            console.print(f"secure integration, {split} split: {baseline.one_line()}")
+
+    if runnable:
+        run_splits(one_split, splits, concurrent=not args.in_memory)
+    summary_rows = [records[(split, p)] for split in splits for p in runnable if (split, p) in records]
+    written = [Path(r[key]) for r in summary_rows for key in ("released", "report")]
     summary_path = out_dir / "summary.json"
     write_text_atomic(summary_path, json.dumps({"dataset": args.dataset, "runs": summary_rows}, indent=2) + "\n")
     written.append(summary_path)
@@ -234,4 +242,37 @@ def run(args: argparse.Namespace) -> int:
           "summary.json):")
     for path in written:
         print(f"  {path}")
-    return 1 if failures else 0
+    return 0 if all(r["equal_to_centralized"] for r in summary_rows) else 1
+
+
+def run_splits(work: Callable[[str], None], splits: list[str], concurrent: bool) -> None:
+    """Each split's runs, the splits side by side when `concurrent`.
+
+    Why side by side: a run is mostly one party waiting for another (Protocol C's helper and key
+    holder take turns for every checked node), so one split leaves a core idle; the other split's
+    daemons use it. The threads are daemon threads: on Ctrl-C or SIGTERM the main thread unwinds
+    at once, and the reaper stops the daemons and removes their files when this process ends.
+    """
+    import queue
+    import threading
+
+    if not concurrent or len(splits) < 2:
+        for split in splits:
+            work(split)
+        return
+    finished: "queue.Queue[BaseException | None]" = queue.Queue()
+
+    def guarded(split: str) -> None:
+        try:
+            work(split)
+        except BaseException as exc:  # handed to the main thread, which raises the first at once
+            finished.put(exc)
+        else:
+            finished.put(None)
+
+    for split in splits:
+        threading.Thread(target=guarded, args=(split,), name=f"demo-{split}", daemon=True).start()
+    for _ in splits:
+        error = finished.get()
+        if error is not None:
+            raise error

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from fedanon.protocols.sim.equivalence import centralized
 from datasets import EXAMPLE_DIR as EXAMPLE
 
 QIS = ("age", "sex", "zipcode")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _printed_paths(out: str) -> list[Path]:
@@ -156,3 +162,53 @@ def test_one_set_of_daemons_serves_runs_on_other_rows() -> None:
         assert run.columns == expected.columns
         assert Counter(map(tuple, run.rows)) == Counter(map(tuple, expected.rows))
     assert len(second.rows) == 6 and "helper" not in third.party_reports
+
+
+def _wait(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _daemon_pids(tmp: Path) -> list[int]:
+    """Party daemons whose config lies under `tmp` (the killed demo's own)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "party serve" in cmdline and str(tmp) in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_demo_killed_while_both_splits_run_leaves_nothing(tmp_path: Path, sig: int) -> None:
+    """Both splits' daemons up at once (eight of them): a killed demo stops all and removes every share."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-m", "fedanon", "demo", "--dataset", "example", "-q",
+                             "-o", str(tmp_path / "out")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        up = _wait(lambda: len(list(scratch.glob("fedanon-sim-*/*.ready"))) >= 8 or proc.poll() is not None, 120)
+        assert up and proc.poll() is None, "the demo ended before both splits' daemons were up"
+        daemons = _daemon_pids(scratch)
+        assert len(daemons) == 8, daemons
+        proc.send_signal(sig)
+        proc.wait(30)
+        assert proc.returncode != 0
+        assert _wait(lambda: not _daemon_pids(scratch), 20), "daemons still running"
+        assert _wait(lambda: not list(scratch.glob("fedanon-*")), 20), list(scratch.iterdir())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

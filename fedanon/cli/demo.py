@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
     lock = threading.Lock()  # one split's report block at a time on stdout
     records: dict[tuple[str, str], dict[str, Any]] = {}
+    consortia: list[SplitConsortium] = []  # started daemons, for stop_all
 
     def one_run(split: str, protocol: str, consortium: SplitConsortium | None) -> None:
         spec = protocol_spec(protocol)
@@ -214,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
                 helper = any(protocol_spec(p).needs_helper for p in runnable)
                 consortium = stack.enter_context(SplitConsortium(all_columns, split, args.parties, paths, config,
                                                                  helper=helper, seed_rows=all_rows))
+                with lock:
+                    consortia.append(consortium)
             for protocol in runnable:
                 one_run(split, protocol, consortium)
         # the baseline depends on the split only (on all rows)
@@ -222,8 +225,14 @@ def run(args: argparse.Namespace) -> int:
         with lock:
             console.print(f"secure integration, {split} split: {baseline.one_line()}")
 
+    def stop_all() -> None:
+        with lock:
+            started = list(consortia)
+        for consortium in started:
+            consortium.close()
+
     if runnable:
-        run_splits(one_split, splits, concurrent=not args.in_memory)
+        run_splits(one_split, splits, concurrent=not args.in_memory, stop=stop_all)
     summary_rows = [records[(split, p)] for split in splits for p in runnable if (split, p) in records]
     written = [Path(r[key]) for r in summary_rows for key in ("released", "report")]
     summary_path = out_dir / "summary.json"
@@ -245,13 +254,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["equal_to_centralized"] for r in summary_rows) else 1
 
 
-def run_splits(work: Callable[[str], None], splits: list[str], concurrent: bool) -> None:
+def run_splits(work: Callable[[str], None], splits: list[str], concurrent: bool, stop: Callable[[], None]) -> None:
     """Each split's runs, the splits side by side when `concurrent`.
 
     Why side by side: a run is mostly one party waiting for another (Protocol C's helper and key
     holder take turns for every checked node), so one split leaves a core idle; the other split's
-    daemons use it. The threads are daemon threads: on Ctrl-C or SIGTERM the main thread unwinds
-    at once, and the reaper stops the daemons and removes their files when this process ends.
+    daemons use it. If either split fails, or Ctrl-C / SIGTERM reaches the main thread, `stop`
+    stops every split's daemons before the error goes on: the process must not exit while a
+    worker thread still holds running daemons.
     """
     import queue
     import threading
@@ -270,9 +280,16 @@ def run_splits(work: Callable[[str], None], splits: list[str], concurrent: bool)
         else:
             finished.put(None)
 
-    for split in splits:
-        threading.Thread(target=guarded, args=(split,), name=f"demo-{split}", daemon=True).start()
-    for _ in splits:
-        error = finished.get()
-        if error is not None:
-            raise error
+    threads = [threading.Thread(target=guarded, args=(s,), name=f"demo-{s}", daemon=True) for s in splits]
+    for t in threads:
+        t.start()
+    try:
+        for _ in threads:
+            error = finished.get()
+            if error is not None:
+                raise error
+    except BaseException:
+        stop()
+        for t in threads:  # their runs fail at once now that the daemons are gone
+            t.join(timeout=30)
+        raise

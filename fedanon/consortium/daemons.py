@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -115,6 +116,7 @@ class SplitConsortium:
         self.helper = helper
         self._seed = seed_rows
         self._stack = contextlib.ExitStack()
+        self._close_lock = threading.Lock()
         self._paths: dict[str, Path] = {}
         self.net: SimulatedNetwork | None = None
         self.names = [f"p{i + 1}" for i in range(parties)]
@@ -135,8 +137,15 @@ class SplitConsortium:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.net = None
-        self._stack.close()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the daemons and remove the folder. Safe to call again and from another thread (a
+        demo that is stopped closes every split's consortium from its main thread; a run in progress
+        then fails at once instead of finishing after the process has said that all is clean)."""
+        with self._close_lock:
+            self.net = None
+            self._stack.close()
 
     def run(self, rows: list[list[str]], protocol: str, options: dict[str, Any] | None = None,
             on_event: EventCallback | None = None) -> DaemonRun:

@@ -11,7 +11,9 @@ row multiset); the exit status is non-zero if not. That comparison is the whole 
 protocols: the institutions get what a trusted third party would have produced.
 
 The daemons of one split start once and serve every protocol of that split (their data files
-are rewritten between runs): starting them per run cost more than the runs of A and B.
+are rewritten between runs): starting them per run cost more than the runs of A and B. The two
+splits run side by side, each with its own daemons: most of a run is one party waiting for
+another, so one split alone leaves a core idle.
 Protocol C runs, by default, on a seeded 3,000-row sample of a larger data set (compared with
 the centralized anonymization of that sample); `--full` runs it on every row as well. Each
 run's released table and report are written to the output folder, whose paths end the output."""

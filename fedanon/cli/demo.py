@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=None, help="k-anonymity (default: 5 for adult, 2 for example)")
     p.add_argument("--split", action="append", choices=["horizontal", "vertical"], default=None,
                    help="run only this split (repeatable; default both)")
-    p.add_argument("--in-memory", action="store_true", help="threads instead of daemons (no TLS): quick check")
+    p.add_argument("--in-memory", action="store_true",
+                   help="threads instead of daemons (no TLS, no progress lines): quick check")
     p.add_argument("--metric", default=None, help="information-loss metric (default: loss for adult, "
                    "nonuniform-entropy for example); a protocol that cannot optimize it is skipped, with the reason")
     p.add_argument("--counters", default="elgamal", choices=["paillier", "elgamal"],

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import fedanon
-from fedanon.errors import InputError
+from fedanon.errors import InputError, PeerError
 from fedanon.parties.reaper import sigterm_safe
 
 #: By default Protocol C runs on a seeded sample of this many rows of a larger data set (its
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
                           f"another of {', '.join(spec.metrics[1:])}")
         else:
             runnable.append(protocol)
-    # each reference is computed once, before any run: a sampled protocol is compared with its sample's
+    # each reference once, before any run (both splits compare with it): a sampled protocol's is its sample's
     references: dict[str, tuple[list[list[str]], Any]] = {}
     for protocol in runnable:
         pick = sample_rows(protocol, len(all_rows), args.full)
@@ -167,12 +167,12 @@ def run(args: argparse.Namespace) -> int:
             references[protocol] = everything
         else:
             sampled = [all_rows[i] for i in pick]
-            same = next((r for r in references.values() if r[0] == sampled), None)
-            references[protocol] = same or (sampled, centralized(all_columns, sampled, hierarchies, config))
+            references[protocol] = (sampled, centralized(all_columns, sampled, hierarchies, config))
 
     lock = threading.Lock()  # one split's report block at a time on stdout
     records: dict[tuple[str, str], dict[str, Any]] = {}
     consortia: list[SplitConsortium] = []  # started daemons, for stop_all
+    stopping = threading.Event()
 
     def one_run(split: str, protocol: str, consortium: SplitConsortium | None) -> None:
         spec = protocol_spec(protocol)
@@ -219,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
                 consortium = stack.enter_context(SplitConsortium(all_columns, split, args.parties, paths, config,
                                                                  helper=helper, seed_rows=all_rows))
                 with lock:
+                    if stopping.is_set():  # stopped while these daemons started: stop them, run nothing
+                        raise PeerError("the demo was stopped")
                     consortia.append(consortium)
             for protocol in runnable:
                 one_run(split, protocol, consortium)
@@ -230,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
 
     def stop_all() -> None:
         with lock:
+            stopping.set()
             started = list(consortia)
         for consortium in started:
             consortium.close()

@@ -124,7 +124,7 @@ class SplitConsortium:
 
     def __enter__(self) -> "SplitConsortium":
         with contextlib.ExitStack() as stack:
-            base = stack.enter_context(reaper.guarded_temp_dir("fedanon-demo-"))
+            base = stack.enter_context(reaper.guarded_temp_dir("fedanon-consortium-"))
             shares = deal(self.columns, self._seed, self.distribution, self.n)
             self._layout = [list(s.columns) for s in shares]
             self._paths = {name: base / f"{name}.csv" for name in self.names}
@@ -150,8 +150,9 @@ class SplitConsortium:
     def run(self, rows: list[list[str]], protocol: str, options: dict[str, Any] | None = None,
             on_event: EventCallback | None = None) -> DaemonRun:
         """Deal `rows`, put each share in its party's data file, run `protocol` once."""
-
-        assert self.net is not None, "use SplitConsortium as a context manager"
+        net = self.net  # None once closed (also by another thread, while this run goes)
+        if net is None:
+            raise PeerError("this consortium's daemons are not running (used outside its `with` block, or stopped)")
         shares = deal(self.columns, rows, self.distribution, self.n)
         if [list(s.columns) for s in shares] != self._layout:
             raise InputError("a run of this consortium must give every party the same columns as its first")
@@ -161,7 +162,7 @@ class SplitConsortium:
         if spec.needs_helper and not self.helper:
             raise InputError(f"protocol {spec.name} needs a helper; this consortium has none")
         start = time.perf_counter()
-        cfg = self.net.run_config(protocol, self.distribution, self.config, self.names[0], options)
+        cfg = net.run_config(protocol, self.distribution, self.config, self.names[0], options)
         cfg = dataclasses.replace(cfg, parties=[p for p in cfg.parties if p.role in spec.roles])
         outcome = Coordinator(cfg, on_event=on_event).run()
         elapsed = time.perf_counter() - start

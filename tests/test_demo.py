@@ -24,13 +24,13 @@ QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age"
 
 
 @pytest.mark.slow
-def test_demo_adult_horizontal_and_vertical_over_daemons(capsys) -> None:
+def test_demo_adult_horizontal_and_vertical_over_daemons(capsys, tmp_path: Path) -> None:
     # A and B on ADULT; Protocol C's demo (minutes on ADULT: one key-holder round trip per
     # checked node) runs on the example in tests/test_protocol_c_cli.py
-    assert main(["demo", "--protocol", "A", "--protocol", "B"]) == 0
+    assert main(["demo", "--protocol", "A", "--protocol", "B", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("OK: identical to the centralized anonymization") == 4
-    assert "side by side" in out
+    assert "summary (daemons started once per split)" in out
     assert "MISMATCH" not in out
     assert out.count("of the baseline's loss") == 2  # the §4.3 comparison, once per split
     for phase in ("encrypt", "integrate", "anonymize", "decrypt"):
@@ -101,13 +101,14 @@ def test_demo_full_flag_selects_rows_per_protocol() -> None:
     import argparse
 
     from fedanon.cli import demo
+    from fedanon.protocols.registry import protocol_spec
 
     parser = argparse.ArgumentParser()
     demo.register(parser.add_subparsers())
     assert parser.parse_args(["demo", "--full"]).full is True
     assert parser.parse_args(["demo"]).full is False
     pick = demo.sample_rows("C", 30162, full=False)
-    assert pick is not None and len(pick) == demo.C_SAMPLE_ROWS == len(set(pick))
+    assert pick is not None and len(pick) == protocol_spec("C").demo_sample_rows == len(set(pick))
     assert pick == demo.sample_rows("C", 30162, full=False)  # seeded: the same sample every run
     assert demo.sample_rows("C", 30162, full=True) is None
     assert demo.sample_rows("A", 30162, full=False) is None and demo.sample_rows("B", 30162, full=False) is None

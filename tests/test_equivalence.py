@@ -107,9 +107,9 @@ def test_delta_presence_release_is_verified(example) -> None:
     assert differences(c, dict(c.result.transformation), c.columns[1:], [r[1:] for r in c.rows])
 
 
-def test_demo_example_in_memory_reports_ok(capsys) -> None:
+def test_demo_example_in_memory_reports_ok(capsys, tmp_path) -> None:
     """The demo's own comparison (both splits) on the example, threads instead of daemons: quick."""
-    assert main(["demo", "--dataset", "example", "--in-memory", "--parties", "2"]) == 0
+    assert main(["demo", "--dataset", "example", "--in-memory", "--parties", "2", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     # one line per protocol and split (B, and A where registered), never a mismatch
     assert out.count("OK: identical to the centralized anonymization") >= 2 and "MISMATCH" not in out

@@ -87,8 +87,8 @@ def test_fedanon_run_protocol_c_against_daemons(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_shows_protocol_c(capsys):
-    assert main(["demo", "--protocol", "C", "--dataset", "example", "--metric", "loss"]) == 0
+def test_demo_shows_protocol_c(capsys, tmp_path):
+    assert main(["demo", "--protocol", "C", "--dataset", "example", "--metric", "loss", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("OK: identical to the centralized anonymization") == 2
     assert "Protocol C" in out and "MISMATCH" not in out

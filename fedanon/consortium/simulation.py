@@ -19,8 +19,8 @@ from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.data.io.delimited import write_table_csv
 from fedanon.parties import reaper
+from fedanon.consortium.daemons import share_party
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 from fedanon.protocols.kit.api import RunSettings
 from fedanon.protocols.registry import available_protocols
@@ -55,12 +55,6 @@ class Simulation:
 
 def primary_names(n: int) -> list[str]:
     return [f"p{i + 1}" for i in range(n)]
-
-
-def _free_name(columns: list[str], wanted: str) -> str:
-    while wanted in columns:
-        wanted = "_" + wanted
-    return wanted
 
 
 def simulate_table(
@@ -146,32 +140,11 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
                  protocol):
 
-    qis = set(config.quasi_identifiers)
-    sensitive_names = set(config.sensitive_attributes)
     with reaper.guarded_temp_dir("fedanon-simulate-") as tmp:
         base = Path(workdir) if workdir is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
-        parties: list[SimulatedParty] = []
-        for name, share in zip(names, shares):
-            cols = list(share.columns)
-            data_rows = share.rows
-            subset_col = None
-            if share.research_subset is not None:
-                subset_col = _free_name(cols, "research_subset")
-                cols = cols + [subset_col]
-                data_rows = [row + ["1" if f else "0"] for row, f in zip(share.rows, share.research_subset)]
-            path = base / f"{name}.csv"
-            write_table_csv(path, cols, data_rows)
-            held = [c for c in share.columns if c != share.tid_column]
-            parties.append(SimulatedParty(
-                name=name, role=PRIMARY, csv_path=path,
-                qi_hierarchies={c: hierarchy_paths[c] for c in held if c in qis},
-                # the caller has already removed identifying columns; what is not a QI or a
-                # sensitive attribute of a model is released unchanged (insensitive)
-                sensitive={c: hierarchy_paths.get(c) for c in held if c in sensitive_names},
-                insensitive=[c for c in held if c not in qis and c not in sensitive_names],
-                tid_column=share.tid_column, subset_column=subset_col,
-            ))
+        parties = [share_party(name, share, base / f"{name}.csv", hierarchy_paths, config)
+                   for name, share in zip(names, shares)]
         if party_roles(names, protocol).get(HELPER_NAME) == HELPER:
             parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,

@@ -54,6 +54,9 @@ class ProtocolSpec:
     # the splits in which it makes a (epsilon, delta)-DP release (`--dp`; protocols/dp/release.py)
     dp: tuple[str, ...] = ()
     dp_refusal: str = ""  # why it makes none where `dp` leaves a split out (one clause)
+    # `fedanon demo` runs it on a seeded sample of this many rows of a larger data set (None: on
+    # every row), so that the first command a user runs stays short where a protocol's search is slow
+    demo_sample_rows: int | None = None
 
 
 _SPECS: dict[str, ProtocolSpec] = {
@@ -75,7 +78,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
-                      class_means=C_MEANS,
+                      class_means=C_MEANS, demo_sample_rows=3000,
                       dp_refusal="its helper never sees a class size, so it cannot score the exponential "
                                  "mechanism's candidates; use Protocol B or A"),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",

@@ -5,7 +5,8 @@
 
 ADULT (bundled copy, 30,162 rows) with six columns (QIs sex, age, race, marital-status,
 education; salary-class released unchanged), 5-anonymity without suppression, loss metric.
-Two hybrid layouts (the ones the tests use, `tests/hybrid_cases.py` has the same text):
+Two hybrid layouts (bundled as `fedanon/data/adult/layout-2-1.toml` and `layout-2-2.toml`, the
+ones the hybrid tests use):
 
 * 2+1: two clinics hold sex, age, race for alternate persons; a registry holds the other
   three columns for everybody;
@@ -30,7 +31,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,40 +50,8 @@ import fedanon  # noqa: E402
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 COLUMNS = ["sex", "age", "race", "marital-status", "education", "salary-class"]
 QIS = COLUMNS[:5]
-LAYOUTS = {
-    "2+1": """identifier = "pid"
-[[party]]
-name = "clinic1"
-columns = ["sex", "age", "race"]
-persons = "1/2"
-[[party]]
-name = "clinic2"
-columns = ["sex", "age", "race"]
-persons = "2/2"
-[[party]]
-name = "registry"
-columns = ["marital-status", "education", "salary-class"]
-persons = "all"
-""",
-    "2+2": """identifier = "pid"
-[[party]]
-name = "clinic1"
-columns = ["sex", "age", "race"]
-persons = ["1/3", "3/3"]
-[[party]]
-name = "clinic2"
-columns = ["sex", "age", "race"]
-persons = "2/3"
-[[party]]
-name = "census"
-columns = ["marital-status", "education"]
-persons = ["1/4", "2/4", "3/4"]
-[[party]]
-name = "payroll"
-columns = ["salary-class"]
-persons = "all"
-""",
-}
+#: The bundled layouts (the hybrid tests run the same files).
+LAYOUTS = {"2+1": DATA / "layout-2-1.toml", "2+2": DATA / "layout-2-2.toml"}
 
 
 def _measure(sim: Any) -> dict[str, Any]:
@@ -118,40 +86,36 @@ def main() -> int:
     hierarchies = {c: Hierarchy.read_csv(p, c) for c, p in paths.items()}
     config = AnonymizationConfig(QIS, k=5, suppression=0.0, metric="loss")
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        layouts = {}
-        for name, text in LAYOUTS.items():
-            path = Path(tmp) / f"layout-{name.replace('+', '-')}.toml"
-            path.write_text(text, encoding="utf-8")
-            layouts[name] = parse_layout(path)
-        for protocol in args.protocols.upper().split(","):
-            options = {"counters": "elgamal"} if protocol == "C" else {}
-            cases: list[tuple[str, Any]] = [("vertical, 3 parties", None)] + list(layouts.items())
-            reference = None
-            for label, layout in cases:
-                runs = []
-                for _ in range(args.repeat):
-                    if layout is None:
-                        sim = simulate_table(list(COLUMNS), rows, paths, config, "vertical", 3, options=options,
-                                             protocol=protocol)
-                        _check(sim, list(COLUMNS), rows, hierarchies, config)
-                    else:
-                        sim = simulate_table(list(COLUMNS), rows, paths, config, "hybrid", 0, options=options,
-                                             protocol=protocol, layout=layout)
-                        _check(sim, list(COLUMNS), joined_rows(COLUMNS, rows, layout), hierarchies, config)
-                    runs.append(_measure(sim))
-                row = {"protocol": protocol, "layout": label if layout is None else f"hybrid {label}",
-                       **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+    layouts = {name: parse_layout(path) for name, path in LAYOUTS.items()}
+    for protocol in args.protocols.upper().split(","):
+        options = {"counters": "elgamal"} if protocol == "C" else {}
+        cases: list[tuple[str, Any]] = [("vertical, 3 parties", None)] + list(layouts.items())
+        reference = None
+        for label, layout in cases:
+            runs = []
+            for _ in range(args.repeat):
                 if layout is None:
-                    reference = row["total_s"]
-                row["x_vertical"] = round(row["total_s"] / reference, 2) if reference else None
-                results.append(row)
-                print(f"{protocol}  {row['layout']:<20} total {row['total_s']:8.2f} s  anonymize "
-                      f"{row['anonymize_s']:7.2f} s  sent {row['bytes_sent'] / 1e6:7.2f} MB  rows {row['rows']:6d}  "
-                      f"x vertical {row['x_vertical']}", flush=True)
+                    sim = simulate_table(list(COLUMNS), rows, paths, config, "vertical", 3, options=options,
+                                         protocol=protocol)
+                    _check(sim, list(COLUMNS), rows, hierarchies, config)
+                else:
+                    sim = simulate_table(list(COLUMNS), rows, paths, config, "hybrid", 0, options=options,
+                                         protocol=protocol, layout=layout)
+                    _check(sim, list(COLUMNS), joined_rows(COLUMNS, rows, layout), hierarchies, config)
+                runs.append(_measure(sim))
+            row = {"protocol": protocol, "layout": label if layout is None else f"hybrid {label}",
+                   **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+            if layout is None:
+                reference = row["total_s"]
+            row["x_vertical"] = round(row["total_s"] / reference, 2) if reference else None
+            results.append(row)
+            print(f"{protocol}  {row['layout']:<20} total {row['total_s']:8.2f} s  anonymize "
+                  f"{row['anonymize_s']:7.2f} s  sent {row['bytes_sent'] / 1e6:7.2f} MB  rows {row['rows']:6d}  "
+                  f"x vertical {row['x_vertical']}", flush=True)
     if args.json:
+        texts = {name: path.read_text(encoding="utf-8") for name, path in LAYOUTS.items()}
         meta = {"python": platform.python_version(), "cpus": os.cpu_count(), "repeat": args.repeat,
-                "config": config.to_dict(), "columns": COLUMNS, "layouts": LAYOUTS}
+                "config": config.to_dict(), "columns": COLUMNS, "layouts": texts}
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datasets import ADULT_DIR, hierarchy_path
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.layout import Layout, parse_layout
 from fedanon.model.config import AnonymizationConfig
@@ -12,63 +13,56 @@ from fedanon.protocols.registry import protocol_spec
 from fedanon.protocols.sim.equivalence import centralized, differences
 from fedanon.protocols.sim.hybrid import joined_rows, split_hybrid
 from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
+from protocol_cases import MODELS, load
 
 #: ADULT columns of the hybrid tests: three QIs at two clinics, the rest at registries.
 ADULT_COLUMNS = ["sex", "age", "race", "marital-status", "education", "salary-class"]
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education"]
 
-#: 2 row-parties + 1 column-party: every clinic patient is in the registry.
-TWO_PLUS_ONE = """\
-identifier = "pid"
+#: The bundled hybrid layouts of those columns (the benchmark `bench/hybrid.py` runs the same files):
+#: 2+1 = two clinics + a registry holding every clinic patient; 2+2 = two clinics + a census
+#: lacking every fourth person (dropped by the join) + a payroll office.
+LAYOUT_FILES = {"2+1": ADULT_DIR / "layout-2-1.toml", "2+2": ADULT_DIR / "layout-2-2.toml"}
 
-[[party]]
-name = "clinic1"
-columns = ["sex", "age", "race"]
-persons = "1/2"
+#: Run options per protocol: ElGamal counters keep C's runs short (Paillier is exercised by C's own tests).
+OPTIONS = {"A": {}, "B": {}, "C": {"counters": "elgamal"}}
 
-[[party]]
-name = "clinic2"
-columns = ["sex", "age", "race"]
-persons = "2/2"
-
-[[party]]
-name = "registry"
-columns = ["marital-status", "education", "salary-class"]
-persons = "all"
-"""
-
-#: 2 row-parties + 2 column-parties; the census registry lacks every fourth person (dropped).
-TWO_PLUS_TWO = """\
-identifier = "pid"
-
-[[party]]
-name = "clinic1"
-columns = ["sex", "age", "race"]
-persons = ["1/3", "3/3"]
-
-[[party]]
-name = "clinic2"
-columns = ["sex", "age", "race"]
-persons = "2/3"
-
-[[party]]
-name = "census"
-columns = ["marital-status", "education"]
-persons = ["1/4", "2/4", "3/4"]
-
-[[party]]
-name = "payroll"
-columns = ["salary-class"]
-persons = "all"
-"""
-
-LAYOUTS = {"2+1": TWO_PLUS_ONE, "2+2": TWO_PLUS_TWO}
+#: The example's quasi-identifiers (the small error cases run on the example).
+EXAMPLE_QIS = ["age", "sex", "zipcode"]
 
 
-def write_layout(folder: Path, name: str) -> Layout:
-    path = folder / f"layout-{name.replace('+', '-')}.toml"
-    path.write_text(LAYOUTS[name], encoding="utf-8")
-    return parse_layout(path)
+def adult_layout(name: str) -> Layout:
+    """A fresh copy of a bundled layout (tests may change its parties in place)."""
+    return parse_layout(LAYOUT_FILES[name])
+
+
+def adult_config(model: str, suppression: float, metric: str = "loss") -> AnonymizationConfig:
+    """`model` of `protocol_cases.MODELS` on the ADULT QIs with salary-class sensitive; k = 5 for plain k."""
+    config = MODELS[model](ADULT_QIS, "salary-class", suppression, metric)
+    if model == "k":
+        config.k = 5
+    return config
+
+
+def full_adult() -> tuple[list[str], list[list[str]], dict[str, Hierarchy], dict[str, Path]]:
+    """All of the bundled ADULT in the order of ADULT_COLUMNS, its hierarchies and their files."""
+    columns, rows, hierarchies = load("adult", ADULT_COLUMNS)
+    index = [columns.index(c) for c in ADULT_COLUMNS]
+    rows = [[r[i] for i in index] for r in rows]
+    return list(ADULT_COLUMNS), rows, hierarchies, {a: hierarchy_path("adult", a) for a in ADULT_COLUMNS}
+
+
+def example_case() -> tuple[list[str], list[list[str]], dict[str, Hierarchy], Layout]:
+    """The 8-row example on the 2+1 layout: the clinics hold age and sex, the registry zipcode and diagnosis."""
+    columns, rows, hierarchies = load("example", EXAMPLE_QIS)
+    layout = adult_layout("2+1")
+    for party in layout.parties:
+        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+    return columns, rows, hierarchies, layout
+
+
+def example_k_config(metric: str = "loss") -> AnonymizationConfig:
+    return MODELS["k"](EXAMPLE_QIS, "diagnosis", 0.0, metric)
 
 
 def run_hybrid(protocol: str, layout: Layout, columns: list[str], rows: list[list[str]],
@@ -93,3 +87,14 @@ def hybrid_differences(layout: Layout, columns: list[str], rows: list[list[str]]
     """Differences from the engine on the joined plaintext table (empty: equivalent)."""
     central = centralized(columns, joined_rows(columns, rows, layout), hierarchies, config)
     return differences(central, transformation, out_columns, out_rows)
+
+
+def run_equal_to_joined(protocol: str, layout: Layout, columns: list[str], rows: list[list[str]],
+                        hierarchies: dict[str, Hierarchy], config: AnonymizationConfig, **kwargs) -> LocalRun:
+    """`run_hybrid`, checked: no party failed and the recipient's result equals the engine on the joined table."""
+    run = run_hybrid(protocol, layout, columns, rows, hierarchies, config, **kwargs)
+    assert not run.errors, run.errors
+    out = run.outcomes[kwargs.get("recipient") or layout.names[0]]
+    assert hybrid_differences(layout, columns, rows, hierarchies, config, out.report.get("transformation"),
+                              out.output_columns, out.output_rows) == []
+    return run

@@ -19,7 +19,7 @@ from fedanon.data.table import EncodedTable
 from fedanon.engine.anonymizer import anonymize
 from fedanon.oracle.baselines import horizontal_baseline, hybrid_baseline, vertical_baseline
 from fedanon.protocols.sim.baseline import baseline_for_split
-from hybrid_cases import ADULT_COLUMNS, ADULT_QIS, write_layout
+from hybrid_cases import ADULT_COLUMNS, ADULT_QIS, adult_layout
 from protocol_cases import MODELS, sample_adult
 
 
@@ -61,9 +61,9 @@ def test_single_party_groups_are_the_vertical_baseline(adult_sample) -> None:
     assert hybrid.secure_loss == pytest.approx(vertical.secure_loss)
 
 
-def test_the_baseline_of_a_layout_runs_on_the_joined_table(adult_sample, tmp_path: Path) -> None:
+def test_the_baseline_of_a_layout_runs_on_the_joined_table(adult_sample) -> None:
     columns, rows, hierarchies = adult_sample
-    layout = write_layout(tmp_path, "2+2")
+    layout = adult_layout("2+2")
     config = MODELS["k"](ADULT_QIS, "salary-class", 0.02, "loss")
     result = baseline_for_split(columns, rows, hierarchies, config, "hybrid", 0, layout=layout)
     assert result.split == "hybrid" and len(result.suppressed) == len(layout.joined_rows(len(rows)))
@@ -72,7 +72,7 @@ def test_the_baseline_of_a_layout_runs_on_the_joined_table(adult_sample, tmp_pat
 
 
 def test_simulate_prints_and_reports_the_hybrid_baseline(tmp_path: Path, capsys) -> None:
-    layout = write_layout(tmp_path, "2+1")
+    layout = adult_layout("2+1")
     flags = [f"--qi={q}={hierarchy_path('adult', q)}" for q in ADULT_QIS]
     code = main(["simulate", str(ADULT_DIR / "adult.csv"), "--split", "hybrid", "--layout", str(layout.path),
                  *flags, "--insensitive", "salary-class", "--k", "5", "--metric", "loss", "--in-memory", "-q",

@@ -19,8 +19,7 @@ import pytest
 
 from fedanon.protocols.b import protocol as protocol_b
 from fedanon.protocols.c import protocol as protocol_c
-from hybrid_cases import run_hybrid, write_layout
-from protocol_cases import load
+from hybrid_cases import OPTIONS, example_case, run_hybrid
 from test_leakage import views
 
 CANARY_AGE = "CANARY-AGE-29d1e4"
@@ -54,15 +53,11 @@ def test_hybrid_run_sends_no_cell_identifier_path_or_key(tmp_path: Path, monkeyp
             return key
 
         monkeypatch.setattr(module, "generate_key", spy)
-    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
-    layout = write_layout(tmp_path, "2+1")
-    for party in layout.parties:
-        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+    columns, rows, hierarchies, layout = example_case()
     # distinct-1-diversity on diagnosis keeps the diagnosis column (and its canary) in the output
     config = AnonymizationConfig(["age", "sex", "zipcode"], k=1, l_diversity=LDiversity("distinct", 1, "diagnosis"))
-    options = {"counters": "elgamal"} if protocol == "C" else {}
     run = run_hybrid(protocol, layout, columns, rows, hierarchies, config, record=True, local_edit=_plant,
-                     options=options)
+                     options=OPTIONS[protocol])
     assert not run.errors, run.errors
 
     owners = {CANARY_AGE.encode(): "clinic2", CANARY_DIAG.encode(): "registry"}

@@ -1,12 +1,11 @@
-"""Protocol B on hybrid layouts: equal to the engine on the joined table; errors; over daemons with TLS.
+"""Protocol B on hybrid layouts: equal to the engine on the joined table in memory; errors (over
+daemons with TLS and the error cases A and C share: test_hybrid_protocols.py).
 
 The joined table is what a trusted party would anonymize: the pooled rows of the persons every
 column group holds (persons missing from a group are dropped, see docs/protocols/hybrid.md).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import dataclasses
 
@@ -15,12 +14,10 @@ import pytest
 
 import fedanon.protocols.b.protocol as protocol_b
 
-from fedanon.consortium.simulation import simulate_table
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.errors import FedanonError
-from hybrid_cases import ADULT_COLUMNS, ADULT_QIS, hybrid_differences, run_hybrid, write_layout
-from datasets import hierarchy_path
-from protocol_cases import MODELS, load, sample_adult
+from hybrid_cases import (ADULT_COLUMNS, adult_config, adult_layout, example_case, example_k_config, run_equal_to_joined,
+                          run_hybrid)
+from protocol_cases import sample_adult
 
 
 @pytest.fixture(scope="module")
@@ -30,24 +27,16 @@ def adult_sample() -> tuple[list[str], list[list[str]], dict[str, Hierarchy]]:
 
 
 def _config(model: str):
-    config = MODELS[model](ADULT_QIS, "salary-class", 0.02, "loss" if model == "k" else "nonuniform-entropy")
-    if model == "k":
-        config.k = 5
-    return config
+    return adult_config(model, 0.02, "loss" if model == "k" else "nonuniform-entropy")
 
 
 @pytest.mark.parametrize("model", ["k", "recursive-l"])
 @pytest.mark.parametrize("layout_name", ["2+1", "2+2"])
-def test_adult_sample_in_memory_equals_the_joined_table(adult_sample, tmp_path: Path, layout_name: str,
-                                                        model: str) -> None:
+def test_adult_sample_in_memory_equals_the_joined_table(adult_sample, layout_name: str, model: str) -> None:
     columns, rows, hierarchies = adult_sample
-    layout = write_layout(tmp_path, layout_name)
-    config = _config(model)
-    run = run_hybrid("B", layout, columns, rows, hierarchies, config)
-    assert not run.errors, run.errors
+    layout = adult_layout(layout_name)
+    run = run_equal_to_joined("B", layout, columns, rows, hierarchies, _config(model))
     out = run.outcomes[layout.names[0]]
-    assert hybrid_differences(layout, columns, rows, hierarchies, config, out.report.get("transformation"),
-                              out.output_columns, out.output_rows) == []
     integration = run.outcomes["helper"].report["integration"]
     joined = len(layout.joined_rows(len(rows)))
     assert integration["rows"] == joined == len(out.output_rows)
@@ -55,43 +44,16 @@ def test_adult_sample_in_memory_equals_the_joined_table(adult_sample, tmp_path: 
     assert integration["persons_dropped"] == len(rows) - joined == (len(rows) // 4 if layout_name == "2+2" else 0)
 
 
-def test_the_recipient_may_be_a_column_party(adult_sample, tmp_path: Path) -> None:
+def test_the_recipient_may_be_a_column_party(adult_sample) -> None:
     columns, rows, hierarchies = adult_sample
-    layout = write_layout(tmp_path, "2+2")
+    layout = adult_layout("2+2")
     layout.parties = layout.parties[2:] + layout.parties[:2]  # census first: it receives the result
-    config = _config("k")
-    run = run_hybrid("B", layout, columns, rows, hierarchies, config)
-    assert not run.errors, run.errors
-    out = run.outcomes["census"]
-    assert hybrid_differences(layout, columns, rows, hierarchies, config, out.report.get("transformation"),
-                              out.output_columns, out.output_rows) == []
+    assert layout.names[0] == "census"
+    run_equal_to_joined("B", layout, columns, rows, hierarchies, _config("k"))
 
 
-def test_a_person_at_two_row_parties_stops_the_run_and_they_name_it(tmp_path: Path) -> None:
-    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
-    layout = write_layout(tmp_path, "2+1")
-    for party in layout.parties:  # the example's columns instead of ADULT's
-        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
-
-    def claim_twice(local) -> None:  # clinic2 also holds clinic1's first person (pid 1)
-        local["clinic2"].rows.append(list(local["clinic2"].rows[0][:1]) and ["1"] + local["clinic1"].rows[0][1:])
-
-    run = run_hybrid("B", layout, columns, rows, hierarchies,
-                     MODELS["k"](["age", "sex", "zipcode"], "diagnosis", 0.0, "loss"), local_edit=claim_twice)
-    assert set(run.errors) == {"clinic1", "clinic2", "registry", "helper"}, run.errors
-    for party in ("registry", "helper"):
-        text = str(run.errors[party])
-        assert "an identifier occurs twice in the column group of ['clinic1', 'clinic2']" in text, text
-        assert "'1'" not in text  # only the parties holding it name the identifier
-    for party in ("clinic1", "clinic2"):  # the holders decrypt the flagged token into their own value
-        assert "identifier '1' is claimed twice in one column group" in str(run.errors[party]), run.errors[party]
-
-
-def test_parties_sharing_a_column_must_share_all_columns(tmp_path: Path) -> None:
-    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
-    layout = write_layout(tmp_path, "2+1")
-    for party in layout.parties:
-        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+def test_parties_sharing_a_column_must_share_all_columns() -> None:
+    columns, rows, hierarchies, layout = example_case()
 
     def widen(local) -> None:  # clinic2 announces zipcode too: a partial overlap with the registry
         registry = {r[0]: r[1] for r in local["registry"].rows}
@@ -100,43 +62,19 @@ def test_parties_sharing_a_column_must_share_all_columns(tmp_path: Path) -> None
         data.rows = [r + [registry.get(r[0], "81667")] for r in data.rows]
         data.hierarchies = dict(data.hierarchies, zipcode=local["registry"].hierarchies["zipcode"])
 
-    run = run_hybrid("B", layout, columns, rows, hierarchies,
-                     MODELS["k"](["age", "sex", "zipcode"], "diagnosis", 0.0, "loss"), local_edit=widen)
+    run = run_hybrid("B", layout, columns, rows, hierarchies, example_k_config(), local_edit=widen)
     assert run.errors and "helper" in run.errors
     text = str(run.errors["helper"])
     assert "column 'zipcode' is held by parties" in text and "run stopped before any data was sent" in text, text
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model", ["k", "recursive-l"])
-@pytest.mark.parametrize("layout_name", ["2+1", "2+2"])
-def test_adult_over_daemons_with_tls_equals_the_joined_table(tmp_path: Path, layout_name: str, model: str) -> None:
-    columns, rows, hierarchies = load("adult", ADULT_COLUMNS)
-    index = [columns.index(c) for c in ADULT_COLUMNS]
-    rows = [[r[i] for i in index] for r in rows]
-    columns = list(ADULT_COLUMNS)
-    layout = write_layout(tmp_path, layout_name)
-    config = _config(model)
-    paths = {a: hierarchy_path("adult", a) for a in ADULT_COLUMNS}
-    sim = simulate_table(columns, rows, paths, config, "hybrid", 0, transport="grpc", layout=layout, protocol="B")
-    assert sim.report["simulation"]["daemons"] == len(layout.parties) + 1
-    helper = next(r for r in sim.party_reports.values() if r.get("role") == "helper")
-    assert hybrid_differences(layout, columns, rows, hierarchies, config, helper.get("transformation"),
-                              sim.columns, sim.rows) == []
-    assert helper["integration"]["rows"] == len(layout.joined_rows(len(rows))) == len(sim.rows)
-
-
-def test_an_identifier_twice_at_one_party_stops_before_any_data(tmp_path: Path) -> None:
-    columns, rows, hierarchies = load("example", ["age", "sex", "zipcode"])
-    layout = write_layout(tmp_path, "2+1")
-    for party in layout.parties:
-        party.columns = {"registry": ["zipcode", "diagnosis"]}.get(party.name, ["age", "sex"])
+def test_an_identifier_twice_at_one_party_stops_before_any_data() -> None:
+    columns, rows, hierarchies, layout = example_case()
 
     def twice(local) -> None:  # the registry lists person 2 a second time (with other cells)
         local["registry"].rows.append(["2"] + local["registry"].rows[0][1:])
 
-    run = run_hybrid("B", layout, columns, rows, hierarchies,
-                     MODELS["k"](["age", "sex", "zipcode"], "diagnosis", 0.0, "loss"), local_edit=twice, record=True)
+    run = run_hybrid("B", layout, columns, rows, hierarchies, example_k_config(), local_edit=twice, record=True)
     assert set(run.errors) == {"clinic1", "clinic2", "registry", "helper"}, run.errors
     for party, exc in run.errors.items():
         assert "party 'registry': duplicate TIDs in column 'pid'" in str(exc), (party, exc)
@@ -144,7 +82,7 @@ def test_an_identifier_twice_at_one_party_stops_before_any_data(tmp_path: Path) 
     assert {topic for _, topic, _ in run.transports["helper"].recorded} == {"b/hello"}  # no data was sent
 
 
-def _deviating_run(adult_sample, tmp_path: Path, monkeypatch, deviate):
+def _deviating_run(adult_sample, monkeypatch, deviate):
     """A helper that changes the engine's output before returning it (outside the semi-honest model)."""
     real = protocol_b.anonymize
 
@@ -156,26 +94,25 @@ def _deviating_run(adult_sample, tmp_path: Path, monkeypatch, deviate):
 
     monkeypatch.setattr(protocol_b, "anonymize", deviating)
     columns, rows, hierarchies = adult_sample
-    layout = write_layout(tmp_path, "2+2")
+    layout = adult_layout("2+2")
     return run_hybrid("B", layout, columns, rows, hierarchies, _config("k"))
 
 
-def test_a_helper_altering_a_column_partys_cells_is_caught_by_that_groups_tallies(adult_sample, tmp_path: Path,
-                                                                                  monkeypatch) -> None:
+def test_a_helper_altering_a_column_partys_cells_is_caught_by_that_groups_tallies(adult_sample, monkeypatch) -> None:
     def flip_salary(out):
         codes = out.codes.copy()
         col = list(out.columns).index("salary-class")
         codes[:, col] = (codes[:, col] + 1) % len(out.dictionaries[col])
         return type(out)(list(out.columns), codes, out.dictionaries)
 
-    run = _deviating_run(adult_sample, tmp_path, monkeypatch, flip_salary)
+    run = _deviating_run(adult_sample, monkeypatch, flip_salary)
     assert set(run.errors) == {"clinic1", "clinic2", "census", "payroll", "helper"}, run.errors
     assert "the result's columns of parties ['payroll'] are not their rows" in str(run.errors["clinic1"])
     assert "['clinic1', 'clinic2']" not in str(run.errors["clinic1"])  # the clinics' group is intact
 
 
-def test_a_helper_dropping_a_joined_person_is_caught(adult_sample, tmp_path: Path, monkeypatch) -> None:
-    run = _deviating_run(adult_sample, tmp_path, monkeypatch,
+def test_a_helper_dropping_a_joined_person_is_caught(adult_sample, monkeypatch) -> None:
+    run = _deviating_run(adult_sample, monkeypatch,
                             lambda out: type(out)(list(out.columns), out.codes[1:].copy(), out.dictionaries))
     assert set(run.errors) == {"clinic1", "clinic2", "census", "payroll", "helper"}, run.errors
     # the helper's tally requests follow its own output, so the counts agree; the digests do not

@@ -125,3 +125,19 @@ def test_bad_files_are_one_line_exit_2(tmp_path, capsys):
     empty = tmp_path / "empty.feather"
     feather.write_feather(_example_arrow().slice(0, 0), empty)
     assert "no data rows" in _one_error_line(capsys, empty)
+
+
+def test_parquet_and_feather_refuse_alike(tmp_path, capsys):
+    """Both readers convert through one function (data/io/arrowtables.py): a Parquet file with a
+    nested column, a gap or no rows is refused in one line as a Feather file is, not with a traceback."""
+    nested = {"age": [[34], [45]], "sex": ["male", "female"]}
+    gap = {"age": ["34", None], "sex": ["male", "female"]}
+    for name, columns, expected in (("nested", nested, "no text form"), ("gap", gap, "row 2: column 'age'")):
+        for suffix, write in ((".parquet", pq.write_table), (".feather", feather.write_feather)):
+            path = tmp_path / f"{name}{suffix}"
+            write(pa.table(columns), path)
+            line = _one_error_line(capsys, path)
+            assert expected in line, line
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(_example_arrow().slice(0, 0), empty)
+    assert "no data rows" in _one_error_line(capsys, empty)

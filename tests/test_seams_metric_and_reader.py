@@ -112,5 +112,8 @@ def test_protocol_c_refuses_ambiguity_before_data_moves():
     from fedanon.protocols.c.counted_checks import COUNTED_METRICS, check_supported
 
     assert "ambiguity" not in COUNTED_METRICS and "loss" in COUNTED_METRICS
-    with pytest.raises(InputError, match="ambiguity"):
+    with pytest.raises(InputError) as refused:
         check_supported(AnonymizationConfig(list(QIS), k=2, metric="ambiguity"))
+    text = str(refused.value)
+    assert "metric 'ambiguity'" in text and "depends on the class's generalized values" in text, text
+    assert "key holder never sees" in text and "per-QI value" not in text, text

@@ -25,14 +25,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Prosecutor, journalist and marketer re-identification risk, sample uniques, the "
                     "equivalence-class size distribution, and the largest k, l per variant and smallest t "
                     "the table satisfies.")
-    p.add_argument("input", metavar="INPUT.csv", help="table to assess (first line = header)")
+    p.add_argument("input", metavar="INPUT.csv",
+                   help="table to assess (CSV, first line = header; Parquet or Arrow/Feather by the file's suffix)")
     p.add_argument("--qi", action="append", required=True, metavar="NAME[,NAME...]",
                    help="quasi-identifier(s) (repeat or comma-separate; NAME=HIERARCHY.csv is accepted too)")
     p.add_argument("--sensitive", action="append", default=[], metavar="NAME[=HIERARCHY.csv]",
                    help="sensitive attribute to report l and t for (a hierarchy adds hierarchical t)")
     p.add_argument("--population", metavar="POP.csv", default=None,
-                   help="population table with the same QI columns, for journalist and marketer risk; raw "
-                        "values are generalized to the table's levels for QIs given as NAME=HIERARCHY.csv "
+                   help="population table (any input format) with the same QI columns, for journalist and "
+                        "marketer risk; raw values are generalized to the table's levels for QIs given as NAME=HIERARCHY.csv "
                         "(default: the table itself is the population)")
     supp = p.add_mutually_exclusive_group()
     supp.add_argument("--report", default=None, metavar="REPORT.json",
@@ -113,16 +114,17 @@ def reported_suppressed_rows(path: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from fedanon.data.io.columnar import delimiter_hint
-    from fedanon.data.io.delimited import check_encoding, parse_delimiter, read_table_csv
+    from fedanon.data.io.delimited import check_encoding, parse_delimiter
+    from fedanon.data.io.registry import read_table
     from fedanon.data.hierarchy import Hierarchy
-    from fedanon.data.table import EncodedTable
     from fedanon.report.risk import DEFAULT_THRESHOLD, generalize_population, suppressed_rows_mask, table_risk
 
     delimiter = parse_delimiter(args.delimiter)
     hierarchy_delimiter = (delimiter if args.hierarchy_delimiter is None
                            else parse_delimiter(args.hierarchy_delimiter, "--hierarchy-delimiter"))
     encoding = check_encoding(args.encoding)
-    header, rows = read_table_csv(args.input, delimiter, encoding)
+    source = read_table(args.input, delimiter, encoding)  # the reader its suffix names, as `anonymize` does
+    header = source.columns
     qis = _names(args.qi)
     sensitive = _names(args.sensitive)
     for name in qis + sensitive:
@@ -143,12 +145,12 @@ def run(args: argparse.Namespace) -> int:
             hierarchies[name.strip()] = Hierarchy.read_csv(path.strip(), name.strip(), hierarchy_delimiter, encoding)
     population = None
     if args.population is not None:
-        pop_header, pop_rows = read_table_csv(args.population, delimiter, encoding)
+        known = read_table(args.population, delimiter, encoding)
         for name in qis:
-            if name not in pop_header:
+            if name not in known.columns:
                 raise InputError(f"{args.population}, line 1: population table lacks quasi-identifier {name!r}")
-        population = EncodedTable.from_rows(pop_header, pop_rows)
-    table = EncodedTable.from_rows(header, rows)
+        population = known.encoded()
+    table = source.encoded()
     count = args.suppressed_rows if args.report is None else reported_suppressed_rows(args.report)
     if count is not None and count < 0:
         raise InputError(f"--suppressed-rows must be 0 or more, got {count}")

@@ -167,8 +167,8 @@ def protocol_options(protocol: str, metric: str, **flags: Any) -> dict[str, Any]
 
     spec = protocol_spec(protocol)
     if spec.metrics is not None and metric not in spec.metrics:
-        raise InputError(f"Protocol {spec.name} does not support metric {metric!r} (it would need the per-QI "
-                         f"value distributions the protocol hides); choose one of {', '.join(spec.metrics)}")
+        raise InputError(f"Protocol {spec.name} does not support metric {metric!r} (its registry entry lists "
+                         f"the metrics it can optimize); choose one of {', '.join(spec.metrics)}")
     options = {}
     for name, value in flags.items():
         if value is None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from fedanon.data.io.columnar import ColumnarTable, narrow_codes, numpy_integers
+from fedanon.data.io.arrowtables import columnar_from_arrow
+from fedanon.data.io.columnar import ColumnarTable
 from fedanon.data.io.registry import register_reader
 from fedanon.errors import InputError
 
@@ -42,28 +41,4 @@ def _read_arrow(path: Path):  # type: ignore[no-untyped-def]
 
 @register_reader("feather", (".arrow", ".feather", ".fea"))
 def read_feather(path: Path, delimiter: str = ";", encoding: str = "utf-8") -> ColumnarTable:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = _read_arrow(path)
-    if table.num_rows == 0:
-        raise InputError(f"{path}: file has no data rows")
-    columns = [str(name) for name in table.column_names]
-    if len(set(columns)) != len(columns):
-        raise InputError(f"{path}: column names repeat: {columns}")
-    codes: list[np.ndarray] = []
-    dictionaries: list[list[str]] = []
-    for name, column in zip(columns, table.columns):
-        if column.null_count:
-            first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"{path}, row {first + 1}: column {name!r} has a missing value")
-        try:
-            text = pc.utf8_trim_whitespace(column.cast(pa.string()))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise InputError(f"{path}: column {name!r} of type {column.type} has no text form; "
-                             f"store it as text or numbers") from None
-        encoded = pc.dictionary_encode(text).combine_chunks()
-        values = encoded.dictionary.to_pylist()
-        codes.append(narrow_codes(numpy_integers(encoded.indices), len(values)))
-        dictionaries.append(values)
-    return ColumnarTable(path, columns, codes, dictionaries, delimiter, encoding)  # rows named "row N"
+    return columnar_from_arrow(path, _read_arrow(path), delimiter, encoding)

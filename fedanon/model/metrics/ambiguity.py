@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from fedanon.model.metrics.base import Metric, MetricContext
+from fedanon.model.metrics.base import CellAreas, Metric, MetricContext
 from fedanon.model.metrics.registry import register_metric
 from fedanon.stats.classes import Classes
 
@@ -40,25 +40,12 @@ class Ambiguity(Metric):
 
     def __init__(self, ctx: MetricContext) -> None:
         super().__init__(ctx)
-        # leaves[q][level][code]: how many level-0 values the generalized code stands for
-        self.leaves: list[list[np.ndarray]] = []
-        for code_map in ctx.level0_to_level:
-            per_level = []
-            for level in range(code_map.shape[0]):
-                row = code_map[level]
-                per_level.append(np.bincount(row, minlength=int(row.max()) + 1 if row.size else 0).astype(np.float64))
-            self.leaves.append(per_level)
-        self.domain = math.prod(float(code_map.shape[1]) for code_map in ctx.level0_to_level)
-
-    def _per_class(self, levels: tuple[int, ...], classes: Classes) -> np.ndarray:
-        product = np.ones(classes.count, dtype=np.float64)
-        for q, level in enumerate(levels):
-            product *= self.leaves[q][level][classes.codes[:, q]]
-        return product
+        self.areas = CellAreas(ctx.level0_to_level)
+        self.domain = self.areas.domain
 
     def loss(self, levels: tuple[int, ...], classes: Classes, failing: np.ndarray) -> float:
         sizes = np.asarray(classes.stats.sizes, dtype=np.float64)
-        product = self._per_class(levels, classes)
+        product = self.areas.of_classes(levels, classes)
         kept = ~failing
         total = math.fsum((sizes[kept] * product[kept]).tolist()) + self.domain * float(sizes[failing].sum())
         return total / max(self.ctx.n_rows, 1)
@@ -67,4 +54,4 @@ class Ambiguity(Metric):
         """Ambiguity if nothing were suppressed: a lower bound at every generalization of the node
         (without suppression the metric is monotone; suppression only raises a row's product)."""
         sizes = np.asarray(classes.stats.sizes, dtype=np.float64)
-        return math.fsum((sizes * self._per_class(levels, classes)).tolist()) / max(self.ctx.n_rows, 1)
+        return math.fsum((sizes * self.areas.of_classes(levels, classes)).tolist()) / max(self.ctx.n_rows, 1)

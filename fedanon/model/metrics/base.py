@@ -128,3 +128,27 @@ class Metric:
     def _suppressed_rows(self, classes: Classes, failing: np.ndarray) -> int:
         return int(classes.stats.sizes[failing].sum()) if failing.any() else 0
 
+
+
+class CellAreas:
+    """How many of the table's level-0 values each generalized code covers ([qi][level][code]),
+    and the size of the whole domain (the product of every QI's number of values in the table).
+
+    Metrics that charge a released row by how many original QI tuples it could stand for
+    (ambiguity, KL divergence) share these counts. They come from the code maps alone, never
+    from a value, so they are the same on ciphertext dictionaries and on plaintext; a value a
+    hierarchy lists but the table lacks does not count."""
+
+    def __init__(self, level0_to_level: Sequence[np.ndarray]) -> None:
+        self.leaves: list[list[np.ndarray]] = [
+            [np.bincount(code_map[level], minlength=int(code_map[level].max()) + 1 if code_map.shape[1] else 0)
+             .astype(np.float64) for level in range(code_map.shape[0])]
+            for code_map in level0_to_level]
+        self.domain = math.prod(float(code_map.shape[1]) for code_map in level0_to_level)
+
+    def of_classes(self, levels: tuple[int, ...], classes: Classes) -> np.ndarray:
+        """Each class's area at the node `levels`: the product of its generalized values' leaf counts."""
+        area = np.ones(classes.count, dtype=np.float64)
+        for q, level in enumerate(levels):
+            area *= self.leaves[q][level][classes.codes[:, q]]
+        return area

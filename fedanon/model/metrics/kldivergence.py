@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from fedanon.model.metrics.base import Metric, MetricContext, fsum
+from fedanon.model.metrics.base import CellAreas, Metric, MetricContext, fsum
 from fedanon.model.metrics.registry import register_metric
 from fedanon.stats.classes import Classes
 
@@ -63,13 +63,8 @@ class KLDivergence(Metric):
 
     def __init__(self, ctx: MetricContext) -> None:
         super().__init__(ctx)
-        # leaves[q][level][code]: how many level-0 values of the table the generalized code covers
-        self.leaves: list[list[np.ndarray]] = []
-        for code_map in ctx.level0_to_level:
-            self.leaves.append([np.bincount(code_map[level], minlength=int(code_map[level].max()) + 1
-                                            if code_map.shape[1] else 0).astype(np.float64)
-                                for level in range(code_map.shape[0])])
-        self.domain = math.prod(float(code_map.shape[1]) for code_map in ctx.level0_to_level)
+        self.areas = CellAreas(ctx.level0_to_level)
+        self.domain = self.areas.domain
         self._input_term: float | None = None
         self._marginal_table: list[np.ndarray] | None = None
 
@@ -84,12 +79,6 @@ class KLDivergence(Metric):
             self._input_term = fsum(p * np.log2(p))
         return self._input_term
 
-    def _area(self, levels: tuple[int, ...], classes: Classes) -> np.ndarray:
-        area = np.ones(classes.count, dtype=np.float64)
-        for q, level in enumerate(levels):
-            area *= self.leaves[q][level][classes.codes[:, q]]
-        return area
-
     def _divergence(self, levels: tuple[int, ...], classes: Classes, failing: np.ndarray | None) -> float:
         n = float(max(self.ctx.n_rows, 1))
         sizes = np.asarray(classes.stats.sizes, dtype=np.float64)
@@ -101,7 +90,7 @@ class KLDivergence(Metric):
             kept = sizes > 0
         spread = suppressed / (n * self.domain)   # the mass every cell gets from the suppressed rows
         mass = sizes[kept] / n
-        cross = fsum(mass * np.log2(mass / self._area(levels, classes)[kept] + spread))
+        cross = fsum(mass * np.log2(mass / self.areas.of_classes(levels, classes)[kept] + spread))
         if suppressed > 0:
             cross = math.fsum([cross, suppressed / n * math.log2(spread)])
         # KL >= 0; the two sums are rounded apart, so an exact 0 may come out a few ulps below it
@@ -130,7 +119,7 @@ class KLDivergence(Metric):
                 for level, counts in enumerate(cards):
                     mass = np.asarray(counts, dtype=np.float64) / n
                     width = np.zeros(mass.shape[0])
-                    covered = self.leaves[q][level][:mass.shape[0]]
+                    covered = self.areas.leaves[q][level][:mass.shape[0]]
                     width[:covered.shape[0]] = covered
                     present = (mass > 0) & (width > 0)
                     row[level] = max(0.0, own - fsum(mass[present] * np.log2(mass[present] / width[present])))

@@ -94,9 +94,14 @@ SCREENED_METRICS = ENTROPY_METRICS
 def check_supported(config: AnonymizationConfig) -> None:
     """Refuse, before any data moves, what Protocol C cannot check privately."""
     if config.metric not in COUNTED_METRICS:
-        raise InputError(
-            f"Protocol C does not support metric {config.metric!r}: it needs the per-QI value "
-            f"distribution, which C hides from every party; choose one of {', '.join(COUNTED_METRICS)}")
+        metric = metric_types().get(config.metric)
+        if metric is not None and metric.needs_class_values:
+            reason = ("a class's share of it depends on the class's generalized values, which C's key holder "
+                      "never sees (it judges classes from counts alone)")
+        else:
+            reason = "it is not among the metrics Protocol C's registry entry lists"
+        raise InputError(f"Protocol C does not support metric {config.metric!r}: {reason}; "
+                         f"choose one of {', '.join(COUNTED_METRICS)}")
 
 
 @dataclass

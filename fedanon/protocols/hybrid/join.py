@@ -26,7 +26,7 @@ from fedanon.errors import ProtocolError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.kit.api import LocalData
 from fedanon.protocols.kit.integration import append_tables
-from fedanon.protocols.kit.release_tally import MODULUS, Tally, release_digest
+from fedanon.protocols.kit.release_tally import MODULUS, Tally, release_digest, transformation_problems
 from fedanon.protocols.kit.validation import SchemaVerdict, needed_hierarchies
 
 HYBRID = "hybrid"
@@ -188,11 +188,7 @@ def check_grouped_tallies(tallies: Mapping[str, Tally], key: bytes, table: Encod
     """Per column group: the group's announced rows add up to the release (`rows` of `table`, a
     boolean mask; all rows when None), its digests to the release's digest over the group's
     columns (a vertical run is one party per group)."""
-    problems: list[str] = []
-    wanted = {q: int(v) for q, v in transformation.items()}
-    for party, tally in tallies.items():
-        if tally.transformation != wanted:
-            problems.append(f"the helper told party {party!r} another transformation than the result reports")
+    problems = transformation_problems(tallies, transformation)
     if problems:
         return problems
     released = table.n_rows if rows is None else int(np.count_nonzero(rows))

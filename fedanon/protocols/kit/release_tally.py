@@ -166,6 +166,15 @@ def own_tally(me: str, key: bytes, sent: EncodedTable, columns: Sequence[str], i
                  {q: int(v) for q, v in transformation.items()})
 
 
+def transformation_problems(tallies: Mapping[str, Tally], transformation: Mapping[str, int]) -> list[str]:
+    """One problem per party whose tally was made at another transformation than the result's: a
+    helper that tells parties different nodes would make their tallies disagree for that reason
+    alone, so this is checked (and reported) before any count or digest."""
+    wanted = {q: int(v) for q, v in transformation.items()}
+    return [f"the helper told party {party!r} another transformation than the result reports"
+            for party, tally in tallies.items() if tally.transformation != wanted]
+
+
 def check_tallies(tallies: Mapping[str, Tally], key: bytes, table: EncodedTable, rows: np.ndarray | None,
                   transformation: Mapping[str, int], vertical: bool) -> list[str]:
     """Compare the release (`rows` of `table`, ciphertext) with every primary's tally; public problems.
@@ -173,14 +182,10 @@ def check_tallies(tallies: Mapping[str, Tally], key: bytes, table: EncodedTable,
     Horizontal: released rows = sum of the announced rows, digest of the release = sum of
     the digests. Vertical: every party's projection has its announced rows and digest.
     """
-    problems: list[str] = []
-    released = table.n_rows if rows is None else int(np.count_nonzero(rows) if rows.dtype == bool else len(rows))
-    wanted = {q: int(v) for q, v in transformation.items()}
-    for party, tally in tallies.items():
-        if tally.transformation != wanted:
-            problems.append(f"the helper told party {party!r} another transformation than the result reports")
+    problems = transformation_problems(tallies, transformation)
     if problems:
         return problems
+    released = table.n_rows if rows is None else int(np.count_nonzero(rows) if rows.dtype == bool else len(rows))
     if not vertical:
         announced = sum(t.rows for t in tallies.values())
         if released != announced:

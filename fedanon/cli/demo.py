@@ -162,9 +162,9 @@ def run(args: argparse.Namespace) -> int:
     for protocol in protocols:
         spec = protocol_spec(protocol)
         if spec.metrics is not None and config.metric not in spec.metrics:
-            console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (it would "
-                          f"need the per-QI value distributions it hides); try --metric {spec.metrics[0]} or "
-                          f"another of {', '.join(spec.metrics[1:])}")
+            console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (its registry "
+                          f"entry lists the metrics it can); try --metric {spec.metrics[0]} or another of "
+                          f"{', '.join(spec.metrics[1:])}")
         else:
             runnable.append(protocol)
     # each reference once, before any run (both splits compare with it): a sampled protocol's is its sample's

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fedanon.engine.settings import EngineSettings
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 from fedanon.data.hierarchy import Hierarchy
@@ -68,8 +69,13 @@ def simulate_table(
     progress: bool = False,
     protocol: str = "B",
     layout: Any = None,
+    engine: EngineSettings | None = None,
 ) -> Simulation:
-    """Split, run every party (daemons or threads), return the result in input column order."""
+    """Split, run every party (daemons or threads), return the result in input column order.
+
+    `engine`: where the party that runs the search (B's helper, A's master) groups rows, as its
+    party config's [engine] says; every simulated party gets it, only a searching role uses it.
+    """
 
     if parties < 1 and distribution != "hybrid":
         raise InputError(f"--parties must be at least 1, got {parties}")
@@ -93,12 +99,12 @@ def simulate_table(
     start = time.perf_counter()
     if transport == "memory":
         reports, out_columns, out_rows = _run_threads(shares, names, hierarchy_paths, config, distribution,
-                                                      recipient, options, protocol)
+                                                      recipient, options, protocol, engine)
         report: dict[str, Any] = {"protocol": protocol, "distribution": distribution, "party_reports": reports,
                                   "simulation": {"daemons": 0, "transport": "in-memory (threads, no TLS)"}}
     else:
         report, out_columns, out_rows = _run_daemons(shares, names, hierarchy_paths, config, distribution,
-                                                     recipient, options, workdir, progress, protocol)
+                                                     recipient, options, workdir, progress, protocol, engine)
     elapsed = time.perf_counter() - start
     if out_rows is None or out_columns is None:
         raise PeerError("the run finished without a result at the recipient")
@@ -111,7 +117,7 @@ def simulate_table(
     return Simulation(order, result_rows, report, elapsed, report.get("party_reports", {}))
 
 
-def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
+def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol, engine=None):
 
     hierarchies = {a: Hierarchy.read_csv(p, a) for a, p in hierarchy_paths.items()}
     local = {name: share.local_data(hierarchies) for name, share in zip(names, shares)}
@@ -121,7 +127,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
     settings = RunSettings(f"sim-{int(time.time() * 1000)}", protocol, distribution, config, roles, recipient, options)
     if timeout is not None:
         settings.receive_timeout_s = float(timeout)
-    run = run_in_memory(settings, local)
+    run = run_in_memory(settings, local, engine=engine)
     if run.errors:
         own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
         party, exc = (own or list(run.errors.items()))[0]
@@ -134,7 +140,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 
 
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
-                 protocol):
+                 protocol, engine=None):
 
     qis = set(config.quasi_identifiers)
     sensitive_names = set(config.sensitive_attributes)
@@ -160,10 +166,10 @@ def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient
                 # sensitive attribute of a model is released unchanged (insensitive)
                 sensitive={c: hierarchy_paths.get(c) for c in held if c in sensitive_names},
                 insensitive=[c for c in held if c not in qis and c not in sensitive_names],
-                tid_column=share.tid_column, subset_column=subset_col,
+                tid_column=share.tid_column, subset_column=subset_col, engine=engine or EngineSettings(),
             ))
         if party_roles(names, protocol).get(HELPER_NAME) == HELPER:
-            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
+            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER, engine=engine or EngineSettings()))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,
                                 workdir=(base / "daemons") if workdir is not None else None, progress=progress)
     return result.report, result.output_columns, result.output_rows

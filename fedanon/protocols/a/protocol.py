@@ -52,6 +52,7 @@ from fedanon.crypto.errors import CryptoError
 from fedanon.engine.anonymizer import anonymize, materialize, prepare, search_and_apply
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
+from fedanon.engine.settings import keep_engine_private
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.kit import codec
@@ -610,7 +611,8 @@ class _Party(DataHolder):
         try:
             if self.me == self.master and self.options.doctor_master:
                 return self._doctored(table, hierarchies, integrated.subset)
-            return anonymize(table, hierarchies, config, research_subset=integrated.subset)
+            return keep_engine_private(anonymize(table, hierarchies, config, research_subset=integrated.subset,
+                                                 **self.ctx.engine.anonymize_options(table.n_rows)))
         except NoSolutionError as exc:
             raise stop_run(self.ctx, str(exc), "no-solution") from None
         except FedanonError as exc:

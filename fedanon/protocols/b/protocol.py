@@ -37,6 +37,7 @@ from fedanon.crypto.deterministic import generate_key
 from fedanon.engine.anonymizer import anonymize
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
+from fedanon.engine.settings import keep_engine_private
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.kit import codec
@@ -493,7 +494,8 @@ class _Helper(HelperRole):
                 send_control(transport, p, "b/integrated", Verdict())
         with timer.phase("anonymize"):
             try:
-                result = anonymize(table, hierarchies, config, research_subset=subset)
+                result = keep_engine_private(anonymize(table, hierarchies, config, research_subset=subset,
+                                                       **self.ctx.engine.anonymize_options(table.n_rows)))
             except NoSolutionError as exc:
                 raise stop_run(self.ctx, str(exc), "no-solution") from None
             except FedanonError as exc:

@@ -1,12 +1,12 @@
 """A party's own engine setting (`[engine]` in party.toml): parsed, refused in one line, used, never sent.
 
-The party that runs the search (Protocol B's helper here) groups rows where its config says:
-`fedanon simulate --protocol B --backend dask` over real daemons (gRPC, mutual TLS on loopback)
+The party that runs the search (Protocol B's helper, Protocol A's master) groups rows where its
+config says: `fedanon simulate --protocol B --backend dask` over real daemons (gRPC, mutual TLS on loopback)
 must release exactly what `fedanon anonymize` does, on the running example and on an ADULT
 sample, with the row groupings really on the Dask cluster (the scheduler of the local test
 cluster counts the tasks the helper sent it). The setting is the party's own compute: it is in
-no message a role sends (every payload of an in-memory run is scanned for the scheduler's
-address) and not in what the coordinator collects. A bad `[engine]` value is refused by
+no message a role sends (every payload of an in-memory B and A run is scanned for the
+scheduler's address and the engine's report keys) and not in what the coordinator collects. A bad `[engine]` value is refused by
 `party check-config` (and so by `party serve`, which loads the same way) in one line.
 """
 
@@ -22,7 +22,10 @@ import tomli_w
 distributed = pytest.importorskip("distributed")
 
 from fedanon.cli import main  # noqa: E402
+from fedanon.consortium.simulation import party_roles  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
+from fedanon.data.table import EncodedTable  # noqa: E402
+from fedanon.engine import anonymize  # noqa: E402
 from fedanon.engine.settings import ENGINE_FACTS, EngineSettings  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.parties.config import DataConfig, PartyConfig, TlsFiles, load_party_config, party_config_dict  # noqa: E402
@@ -151,23 +154,29 @@ def test_simulate_b_with_a_local_dask_cluster_of_two_workers(tmp_path):
 
 
 # ----------------------------------------------------------------------------- never in a message
-def test_engine_setting_is_in_no_payload(cluster):  # noqa: F811
-    """Every payload of a Protocol B run whose helper searches on the Dask cluster, scanned for the
-    scheduler's address and the engine's report keys."""
+@pytest.mark.parametrize("protocol", ["B", "A"])  # the searching role: B's helper, A's master
+def test_engine_setting_is_in_no_payload(protocol, cluster):  # noqa: F811
+    """Every payload of a run whose searching party uses the Dask cluster, scanned for the
+    scheduler's address and the engine's report keys; the release equals the central engine's."""
     address, client = cluster
     columns = ["age", "sex", "zipcode", "diagnosis"]
     rows = [line.split(";") for line in (EXAMPLE / "example.csv").read_text().splitlines()[1:]]
     hierarchies = {c: Hierarchy.read_csv(EXAMPLE / f"example_hierarchy_{c}.csv", c) for c in columns[:3]}
     config = AnonymizationConfig(columns[:3], k=2)
-    shares = split_horizontal(columns, rows, 2, "round-robin", None)
+    shares = split_horizontal(columns, rows, 3, "round-robin", None)
     local = {f"p{i + 1}": share.local_data(hierarchies) for i, share in enumerate(shares)}
-    settings = RunSettings("engine-private", "B", "horizontal", config,
-                           {"p1": "primary", "p2": "primary", "helper": "helper"}, "p1")
+    settings = RunSettings(f"engine-private-{protocol}", protocol, "horizontal", config,
+                           party_roles(list(local), protocol), "p1")
     before = _tasks(client)
     run = run_in_memory(settings, local, record=True, engine=EngineSettings("dask", WORKERS, address))
     assert not run.errors, run.errors
-    assert _tasks(client) > before
-    assert run.recipient_outcome is not None
+    assert _tasks(client) > before  # the search's row groupings went to the cluster
+    outcome = run.recipient_outcome
+    central = anonymize(EncodedTable.from_rows(columns, rows), hierarchies, config)
+    assert outcome is not None and outcome.output_rows is not None and outcome.output_columns is not None
+    at = [list(central.output.columns).index(c) for c in outcome.output_columns]
+    want = [tuple(row[i].decode() for i in at) for row in central.output.decode_rows()]
+    assert sorted(map(tuple, outcome.output_rows)) == sorted(want)
     payloads = [payload for transport in run.transports.values() for _, _, payload in transport.recorded or []]
     assert payloads
     for payload in payloads:

@@ -26,7 +26,9 @@ from fedanon.consortium.simulation import party_roles  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
 from fedanon.data.table import EncodedTable  # noqa: E402
 from fedanon.engine import anonymize  # noqa: E402
+from fedanon.engine import settings as settings_module  # noqa: E402
 from fedanon.engine.settings import ENGINE_FACTS, EngineSettings  # noqa: E402
+from fedanon.errors import InputError  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.parties.config import DataConfig, PartyConfig, TlsFiles, load_party_config, party_config_dict  # noqa: E402
 from fedanon.protocols.kit.api import RunSettings  # noqa: E402
@@ -78,6 +80,12 @@ def test_check_config_refuses_a_bad_engine_value_in_one_line(tmp_path, capsys, e
     out, err = capsys.readouterr()
     assert needle in err and str(path) in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "config: ok" not in out
+
+
+def test_dask_backend_without_the_library_refused_at_load(tmp_path, monkeypatch):
+    monkeypatch.setattr(settings_module, "find_spec", lambda name: None if name == "distributed" else object())
+    with pytest.raises(InputError, match=r"engine.backend dask needs dask\[distributed\]: pip install"):
+        load_party_config(_party_toml(tmp_path, {"backend": "dask"}))
 
 
 @pytest.mark.parametrize("flags, needle", [(["--backend", "spark"], "--backend: unknown backend 'spark'"),
@@ -183,3 +191,24 @@ def test_engine_setting_is_in_no_payload(protocol, cluster):  # noqa: F811
         assert address.encode() not in payload and address.removeprefix("tcp://").encode() not in payload
         for key in ENGINE_FACTS:
             assert f'"{key}"'.encode() not in payload
+
+
+@pytest.mark.slow  # the client tries to connect for 20 s
+def test_an_unreachable_scheduler_stops_the_run_without_naming_it():
+    """The helper's cluster cannot be reached: every party learns that the run stopped in the engine,
+    none learns the address."""
+    address = "tcp://127.0.0.1:1"  # nothing listens on port 1
+    columns = ["age", "sex", "zipcode", "diagnosis"]
+    rows = [line.split(";") for line in (EXAMPLE / "example.csv").read_text().splitlines()[1:]]
+    hierarchies = {c: Hierarchy.read_csv(EXAMPLE / f"example_hierarchy_{c}.csv", c) for c in columns[:3]}
+    shares = split_horizontal(columns, rows, 2, "round-robin", None)
+    local = {f"p{i + 1}": share.local_data(hierarchies) for i, share in enumerate(shares)}
+    settings = RunSettings("engine-unreachable", "B", "horizontal", AnonymizationConfig(columns[:3], k=2),
+                           party_roles(list(local), "B"), "p1")
+    run = run_in_memory(settings, local, record=True, engine=EngineSettings("dask", 1, address))
+    assert set(run.errors) == set(settings.parties)
+    for party, exc in run.errors.items():
+        assert "anonymization failed at the helper" in str(exc) and "127.0.0.1:1" not in str(exc), (party, exc)
+    for transport in run.transports.values():
+        for _, _, payload in transport.recorded or []:
+            assert b"127.0.0.1:1" not in payload

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Any
 
 from fedanon.engine.check.backends.base import DEFAULT_BACKEND, check_backend
@@ -42,6 +43,8 @@ class EngineSettings:
             check_backend(self.backend)
         except InputError as exc:
             raise InputError(f"{where}: {key}backend: {exc}") from None
+        if self.backend == "dask" and find_spec("distributed") is None:  # refused at start-up, not at each run
+            raise InputError(f"{where}: {key}backend dask needs dask[distributed]: pip install 'fedanon[cluster]'")
         if isinstance(self.workers, bool) or not isinstance(self.workers, (int, str)):
             raise InputError(f"{where}: {key}workers must be a whole number >= 1 or 'auto', "
                              f"got {clip(repr(self.workers))}")
@@ -66,6 +69,17 @@ class EngineSettings:
         """Keyword arguments of `engine.anonymize` for a table of `n_rows` rows."""
         return {"backend": self.backend, "workers": resolve_workers(self.workers, n_rows),
                 "scheduler": self.scheduler}
+
+    def redact(self, text: str) -> str:
+        """`text` without this party's scheduler address, for a failure message its peers see
+        (a cluster that cannot be reached names its address; the address stays in the party's log)."""
+        if not self.scheduler:
+            return text
+        host_port = self.scheduler.partition("://")[2]
+        for secret in (self.scheduler, host_port, host_port.rpartition(":")[0]):
+            if secret:
+                text = text.replace(secret, "<scheduler>")
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """The `[engine]` table (TOML has no null: an unset scheduler is left out)."""

@@ -616,7 +616,8 @@ class _Party(DataHolder):
         except NoSolutionError as exc:
             raise stop_run(self.ctx, str(exc), "no-solution") from None
         except FedanonError as exc:
-            raise stop_run(self.ctx, f"anonymization failed at party {self.me!r}: {exc}", "engine") from None
+            raise stop_run(self.ctx, f"anonymization failed at party {self.me!r}: {self.ctx.engine.redact(str(exc))}",
+                           "engine") from None
 
     def _doctored(self, table: EncodedTable, hierarchies: dict[str, Hierarchy],
                   subset: np.ndarray | None) -> AnonymizationResult:

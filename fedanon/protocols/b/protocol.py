@@ -499,7 +499,8 @@ class _Helper(HelperRole):
             except NoSolutionError as exc:
                 raise stop_run(self.ctx, str(exc), "no-solution") from None
             except FedanonError as exc:
-                raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
+                raise stop_run(self.ctx, f"anonymization failed at the helper: {self.ctx.engine.redact(str(exc))}",
+                               "engine") from None
         with timer.phase("decrypt"):
             report = {**result.to_report(), "integration": integration}
             # delta-presence releases only the research subset (as `fedanon anonymize` does);

@@ -56,6 +56,9 @@ def _check(args: argparse.Namespace) -> int:
     cfg = load_party_config(args.config)
     print(f"config: ok (party {cfg.name!r}, listen {cfg.listen}, peers {', '.join(cfg.peers) or '-'}, "
           f"coordinators {', '.join(cfg.coordinators) or '-'})")
+    engine = cfg.engine
+    print(f"engine: ok (backend {engine.backend}, workers {engine.workers}"
+          f"{f', scheduler {engine.scheduler}' if engine.scheduler else ''}; used where this party runs the search)")
     check_identity(cfg)
     print(f"tls: ok (certificate for {cfg.name!r}, key matches it, signed by the CA certificate {cfg.tls.ca})")
     if cfg.tls.revoked is not None:

@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 
 from fedanon.cli.kit.protocolflags import add_protocol_flags, protocol_flag_options
+from fedanon.engine.check.backends.base import DEFAULT_BACKEND, backends
+from fedanon.engine.settings import EngineSettings
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.errors import InputError
 from fedanon.parties.reaper import guarded_temp_dir, sigterm_safe
@@ -59,6 +61,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="primary that receives the decrypted result (default p1)")
     sim.add_argument("--in-memory", action="store_true",
                      help="run all parties as threads in this process (no daemons, no TLS): quick checks only")
+    engine = p.add_argument_group("engine of the party that runs the search",
+                                  "the [engine] table of the simulated parties' configs: where the party "
+                                  "whose role runs the search groups rows (the same result on every backend)")
+    engine.add_argument("--backend", default=DEFAULT_BACKEND, metavar="NAME",
+                        help=f"{' or '.join(backends())} (default {DEFAULT_BACKEND}; dask: the Dask cluster at "
+                             "--scheduler, else a local cluster of --workers processes on loopback)")
+    engine.add_argument("--workers", default="1", metavar="N|auto",
+                        help="processes that group rows (default 1); with --backend dask: Dask workers")
+    engine.add_argument("--scheduler", default=None, metavar="ADDR",
+                        help="address of a running Dask scheduler (tcp://host:8786) for --backend dask")
     add_protocol_flags(p)  # each protocol's own flags, from its registry spec
     add_privacy_arguments(p)
     out = p.add_argument_group("output")
@@ -85,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.cli.kit.summary import dp_text, party_dp
 
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
+    workers = args.workers.strip()
+    engine = EngineSettings(args.backend, int(workers) if workers.isdigit() else workers,
+                            args.scheduler).validate("fedanon simulate", "--")  # before any party starts
     config, hierarchy_paths, _sensitive, _subset_path = spec.privacy
     table, kept, removed, hierarchies, subset = load_inputs(spec)
     aggregated_values(table, spec.aggregate)  # a non-number fails here, before any party starts
@@ -133,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         sim = simulate_table(header, rows, dict(hierarchy_paths), config, args.distribution, args.parties,
                              subset=subset, split_mode=args.split_mode, options=options, recipient=args.recipient,
                              transport="memory" if args.in_memory else "grpc", progress=not args.quiet,
-                             protocol=args.protocol, layout=layout)
+                             protocol=args.protocol, layout=layout, engine=engine)
     summary = result_summary(sim.party_reports)
     released, aggregated = sim.table, {}
     at_recipient = {c: f for c, f in spec.aggregate.items() if c not in means}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from fedanon.data.io.delimited import write_table_csv
+from fedanon.engine.settings import EngineSettings
 from fedanon.errors import InputError, PeerError
 from fedanon.parties import reaper
 from fedanon.parties.coordinator import Coordinator
@@ -56,7 +57,8 @@ def write_share(path: Path, share: Share) -> str | None:
     return subset_col
 
 
-def share_party(name: str, share: Share, path: Path, hierarchy_paths: dict[str, Path], config: Any) -> SimulatedParty:
+def share_party(name: str, share: Share, path: Path, hierarchy_paths: dict[str, Path], config: Any,
+                engine: EngineSettings | None = None) -> SimulatedParty:
     """Write the share to `path` and describe the primary that serves it.
 
     The caller has removed identifying columns; what is neither a QI nor a sensitive
@@ -71,7 +73,7 @@ def share_party(name: str, share: Share, path: Path, hierarchy_paths: dict[str, 
         qi_hierarchies={c: hierarchy_paths[c] for c in held if c in qis},
         sensitive={c: hierarchy_paths.get(c) for c in held if c in sensitive},
         insensitive=[c for c in held if c not in qis and c not in sensitive],
-        tid_column=share.tid_column, subset_column=subset_col,
+        tid_column=share.tid_column, subset_column=subset_col, engine=engine or EngineSettings(),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fedanon.engine.settings import EngineSettings
 from fedanon.errors import FedanonError, InputError, PeerError
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
 from fedanon.data.hierarchy import Hierarchy
@@ -74,8 +75,13 @@ def simulate_table(
     progress: bool = False,
     protocol: str = "B",
     layout: Any = None,
+    engine: EngineSettings | None = None,
 ) -> Simulation:
-    """Split, run every party (daemons or threads), return the result in input column order."""
+    """Split, run every party (daemons or threads), return the result in input column order.
+
+    `engine`: where the party that runs the search (B's helper, A's master) groups rows, as its
+    party config's [engine] says; every simulated party gets it, only a searching role uses it.
+    """
 
     if parties < 1 and distribution != "hybrid":
         raise InputError(f"--parties must be at least 1, got {parties}")
@@ -99,12 +105,12 @@ def simulate_table(
     start = time.perf_counter()
     if transport == "memory":
         reports, output = _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options,
-                                       protocol)
+                                       protocol, engine)
         report: dict[str, Any] = {"protocol": protocol, "distribution": distribution, "party_reports": reports,
                                   "simulation": {"daemons": 0, "transport": "in-memory (threads, no TLS)"}}
     else:
         report, output = _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options,
-                                      workdir, progress, protocol)
+                                      workdir, progress, protocol, engine)
     elapsed = time.perf_counter() - start
     if output is None:
         raise PeerError("the run finished without a result at the recipient")
@@ -115,7 +121,7 @@ def simulate_table(
     return Simulation(result, report, elapsed, report.get("party_reports", {}))
 
 
-def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol):
+def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient, options, protocol, engine=None):
 
     hierarchies = {a: Hierarchy.read_csv(p, a) for a, p in hierarchy_paths.items()}
     local = {name: share.local_data(hierarchies) for name, share in zip(names, shares)}
@@ -125,7 +131,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
     settings = RunSettings(f"sim-{int(time.time() * 1000)}", protocol, distribution, config, roles, recipient, options)
     if timeout is not None:
         settings.receive_timeout_s = float(timeout)
-    run = run_in_memory(settings, local)
+    run = run_in_memory(settings, local, engine=engine)
     if run.errors:
         own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
         party, exc = (own or list(run.errors.items()))[0]
@@ -138,15 +144,15 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
 
 
 def _run_daemons(shares, names, hierarchy_paths, config, distribution, recipient, options, workdir, progress,
-                 protocol):
+                 protocol, engine=None):
 
     with reaper.guarded_temp_dir("fedanon-simulate-") as tmp:
         base = Path(workdir) if workdir is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
-        parties = [share_party(name, share, base / f"{name}.csv", hierarchy_paths, config)
+        parties = [share_party(name, share, base / f"{name}.csv", hierarchy_paths, config, engine)
                    for name, share in zip(names, shares)]
         if party_roles(names, protocol).get(HELPER_NAME) == HELPER:
-            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER))
+            parties.append(SimulatedParty(name=HELPER_NAME, role=HELPER, engine=engine or EngineSettings()))
         result = run_simulation(parties, protocol, distribution, config, recipient, options,
                                 workdir=(base / "daemons") if workdir is not None else None, progress=progress)
     return result.report, result.output

@@ -17,6 +17,7 @@ from typing import Any
 from fedanon.model.config import FIELDS as CONFIG_FIELDS, AnonymizationConfig
 from fedanon.model.registry import model_types
 from fedanon.data.io.delimited import check_encoding, parse_delimiter
+from fedanon.engine.settings import EngineSettings
 from fedanon.errors import InputError, clip
 from fedanon.kit.suggest import check_known_keys
 from fedanon.kit.tomlfile import load_toml_file
@@ -151,6 +152,9 @@ class PartyConfig:
     data: DataConfig | None = None
     limits: Limits = field(default_factory=Limits)
     source: Path | None = None
+    # where this party's engine groups rows when its role runs the search ([engine]); its own
+    # compute, so it stays here and never travels with a run
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
 
 @dataclass
@@ -272,8 +276,9 @@ def _limits(section: _Section | None) -> Limits:
 # ----------------------------------------------------------------------------- party config
 
 PARTY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
-    "": ("party", "tls", "peers", "data", "limits"),
+    "": ("party", "tls", "peers", "data", "limits", "engine"),
     "party": ("name", "listen", "coordinators"),
+    "engine": ("backend", "workers", "scheduler"),
     "tls": ("cert", "key", "ca", "revoked"),
     "data": tuple(f.name for f in fields(DataConfig)),
 }  # [peers], [data.quasi_identifiers] and [data.sensitive] are keyed by party and column names
@@ -342,7 +347,20 @@ def load_party_config(path: Path) -> PartyConfig:
     return PartyConfig(
         name=name, listen=listen, tls=_tls(root.table("tls")), peers=peers, coordinators=list(coordinators),
         data=data, limits=_limits(root.table("limits", required=False)), source=path,
+        engine=_engine(root.table("engine", required=False)),
     )
+
+
+def _engine(section: _Section | None) -> EngineSettings:
+    """The [engine] table: `backend`, `workers` (a number or "auto"), `scheduler` (a Dask address)."""
+    if section is None:
+        return EngineSettings()
+    default = EngineSettings()
+    return EngineSettings(
+        backend=section.get("backend", str, default.backend),
+        workers=section.get("workers", (int, str), default.workers),
+        scheduler=section.get("scheduler", str, None),
+    ).validate(str(section.path))
 
 
 def _bad(path: Path, key: str, expected: str) -> bool:
@@ -363,6 +381,8 @@ def party_config_dict(cfg: PartyConfig) -> dict[str, Any]:
         "peers": dict(cfg.peers),
         "limits": limits_dict(cfg.limits),
     }
+    if not cfg.engine.is_default:
+        out["engine"] = cfg.engine.as_dict()
     if cfg.data is not None:
         data: dict[str, Any] = {
             "csv": str(cfg.data.csv),

@@ -428,7 +428,8 @@ class PartyService(pb_grpc.PartyServicer):
             role = settings.parties[self.cfg.name]
             fn = role_function(settings.protocol, role)
             with decompression_limit(self.cfg.limits.max_decompressed_bytes):
-                outcome = fn(RoleContext(me=self.cfg.name, transport=transport, settings=settings, local=state.local))
+                outcome = fn(RoleContext(me=self.cfg.name, transport=transport, settings=settings, local=state.local,
+                                         engine=self.cfg.engine))
             report: dict[str, Any] = {"role": role, **(outcome.report or {})}
             if outcome.result is not None and hasattr(outcome.result, "to_report"):
                 report.setdefault("result", outcome.result.to_report())

@@ -28,6 +28,7 @@ import tomli_w
 
 
 from fedanon.data.table import EncodedTable
+from fedanon.engine.settings import EngineSettings
 from fedanon.errors import InputError, PeerError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
@@ -60,6 +61,8 @@ class SimulatedParty:
     # command that starts `fedanon` for this party (default: this interpreter, `-m fedanon`);
     # tests put a deliberately misbehaving party behind a wrapper script this way
     launcher: tuple[str, ...] | None = None
+    # the [engine] table of this party's config: where its engine groups rows if its role searches
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
 
 @dataclass
@@ -175,7 +178,7 @@ class SimulatedNetwork:
         cfg = PartyConfig(
             name=p.name, listen=self.address(p.name), tls=self.tls(p.name),
             peers={o.name: self.address(o.name) for o in self.parties if o.name != p.name},
-            coordinators=[COORDINATOR], data=data, limits=self.limits,
+            coordinators=[COORDINATOR], data=data, limits=self.limits, engine=p.engine,
         )
         path = self.dir / f"{p.name}.toml"
         path.write_bytes(tomli_w.dumps(party_config_dict(cfg)).encode())

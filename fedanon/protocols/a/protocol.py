@@ -52,6 +52,7 @@ from fedanon.crypto.errors import CryptoError
 from fedanon.engine.anonymizer import anonymize, materialize, prepare, search_and_apply
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import AnonymizationResult, NoSolutionError
+from fedanon.engine.settings import keep_engine_private
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.dp.release import (bind_sampling_identity, check_config, deal_sampling_key, dp_model,
@@ -638,11 +639,13 @@ class _Party(DataHolder):
                 return self._doctored(table, hierarchies, integrated.subset)
             if self.dp:
                 return search(table, hierarchies, config, self.me, "A")
-            return anonymize(table, hierarchies, config, research_subset=integrated.subset)
+            return keep_engine_private(anonymize(table, hierarchies, config, research_subset=integrated.subset,
+                                                 **self.ctx.engine.anonymize_options(table.n_rows)))
         except NoSolutionError as exc:
             raise stop_run(self.ctx, str(exc), "no-solution") from None
         except FedanonError as exc:
-            raise stop_run(self.ctx, f"anonymization failed at party {self.me!r}: {exc}", "engine") from None
+            raise stop_run(self.ctx, f"anonymization failed at party {self.me!r}: {self.ctx.engine.redact(str(exc))}",
+                           "engine") from None
 
     def _doctored(self, table: EncodedTable, hierarchies: dict[str, Hierarchy],
                   subset: np.ndarray | None) -> AnonymizationResult:

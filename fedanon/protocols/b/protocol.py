@@ -37,6 +37,7 @@ from fedanon.crypto.deterministic import generate_key
 from fedanon.engine.anonymizer import anonymize
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
+from fedanon.engine.settings import keep_engine_private
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.protocols.dp.release import check_config, dp_model, keep_persons, keep_rows, sampled, search
@@ -516,11 +517,13 @@ class _Helper(HelperRole):
                 if dp_model(config) is not None:
                     result = search(table, hierarchies, config, self.me, PROTOCOL)
                 else:
-                    result = anonymize(table, hierarchies, config, research_subset=subset)
+                    result = keep_engine_private(anonymize(table, hierarchies, config, research_subset=subset,
+                                                           **self.ctx.engine.anonymize_options(table.n_rows)))
             except NoSolutionError as exc:
                 raise stop_run(self.ctx, str(exc), "no-solution") from None
             except FedanonError as exc:
-                raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
+                raise stop_run(self.ctx, f"anonymization failed at the helper: {self.ctx.engine.redact(str(exc))}",
+                               "engine") from None
         with timer.phase("decrypt"):
             report = {**result.to_report(), "integration": integration}
             # delta-presence releases only the research subset (as `fedanon anonymize` does);

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
+from fedanon.engine.settings import EngineSettings
 from fedanon.protocols.kit.transport import DEFAULT_TIMEOUT_S, Transport
 
 if TYPE_CHECKING:  # engine types; imported lazily to keep this module light
@@ -79,6 +80,9 @@ class RoleContext:
     transport: Transport
     settings: RunSettings
     local: LocalData | None  # None for a helper, which holds no data
+    # where this party's engine groups rows (its party config's [engine]); a role that runs the
+    # search passes it to the engine, and no role ever sends it: it is this party's own compute
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
     def __post_init__(self) -> None:
         # Every receive of this role waits as long as the run's limits allow.

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from fedanon.engine.settings import EngineSettings
 from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome, RunSettings
 from fedanon.protocols.registry import PRIMARY, role_function
 from fedanon.protocols.kit.transport import InMemoryNetwork, InMemoryTransport
@@ -34,11 +35,13 @@ class LocalRun:
 
 def run_in_memory(settings: RunSettings, local: dict[str, LocalData | None], *, record: bool = False,
                   timeout_s: float = 600.0,
-                  setup: Callable[[dict[str, InMemoryTransport]], None] | None = None) -> LocalRun:
+                  setup: Callable[[dict[str, InMemoryTransport]], None] | None = None,
+                  engine: EngineSettings | None = None) -> LocalRun:
     """Run all parties named in `settings.parties`; errors are collected per party, not raised.
 
     `setup` may adjust the transports before any role starts (tests use it to give parties
     TLS identity material or to put a tampering wrapper around the helper's transport).
+    `engine`: every party's engine setting (a party config's [engine]); the default backend if None.
     """
     names = list(settings.parties)
     network = InMemoryNetwork(names)
@@ -53,7 +56,8 @@ def run_in_memory(settings: RunSettings, local: dict[str, LocalData | None], *, 
 
     def body(name: str) -> None:
         role = settings.parties[name]
-        ctx = RoleContext(name, run.transports[name], settings, local.get(name) if role == PRIMARY else None)
+        ctx = RoleContext(name, run.transports[name], settings, local.get(name) if role == PRIMARY else None,
+                          engine or EngineSettings())
         try:
             outcome = role_function(settings.protocol, role)(ctx)
             outcome.report["traffic"] = run.transports[name].stats.as_dict()

@@ -85,6 +85,9 @@ class Model:
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     k_map_population: int | None = None  # k against the input as population; `subset` = released rows
+    # (L, K, C, attribute, sensitive values or None = all): Mohammed et al. 2009, judged on the
+    # projections of the released rows onto every set of at most L QIs
+    lkc: tuple[int, int, float, str, list[str] | None] | None = None
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
 
@@ -233,7 +236,7 @@ class Reference:
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
         others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
-                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population)
+                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population, m.lkc)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -289,8 +292,14 @@ class Reference:
             classes[self.generalize(row, levels)].append(i)
         res = NodeResult(tuple(levels), dict(classes))
         res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
-        if self.model.average_risk is not None:
-            res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
+        while True:  # the release-wide rules, each adding classes, until neither adds one
+            before = len(res.failing)
+            if self.model.average_risk is not None:
+                res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
+            if self.model.lkc is not None:
+                res.failing |= self.lkc_suppression(classes, res.failing, *self.model.lkc)
+            if len(res.failing) == before:
+                break
         res.suppressed_rows = {i for key in res.failing for i in classes[key]}
         res.anonymous = len(res.suppressed_rows) <= self.limit
         if res.anonymous:
@@ -308,6 +317,31 @@ class Reference:
             if left and len(left) <= (tau + EPS) * sum(left):
                 return {key for key, size in kept.items() if size < m}
         return set(kept)
+
+    def lkc_suppression(self, classes: dict[tuple[str, ...], list[int]], failing: set, l: int, k: int, c: float,
+                        attribute: str, values: list[str] | None) -> set:
+        """The classes LKC-privacy suppresses: of the released rows, take every set Q of at most L
+        QIs and every combination q of values of Q they show; where fewer than K rows show q, or
+        a value of the sensitive set has a share above C among them, every class showing q goes.
+        Repeated on the rows left until no combination fails."""
+        col = self.columns.index(attribute)
+        out: set = set()
+        while True:
+            kept = [key for key in classes if key not in failing and key not in out]
+            bad: set = set()
+            for size in range(1, min(l, len(self.model.qis)) + 1):
+                for qs in itertools.combinations(range(len(self.model.qis)), size):
+                    rows_of: dict[tuple[str, ...], list[int]] = defaultdict(list)
+                    for key in kept:
+                        rows_of[tuple(key[i] for i in qs)].extend(classes[key])
+                    for q, members in rows_of.items():
+                        counts = Counter(self.rows[i][col] for i in members)
+                        if len(members) < k or any(n / len(members) > c + EPS for v, n in counts.items()
+                                                   if values is None or v in values):
+                            bad |= {key for key in kept if tuple(key[i] for i in qs) == q}
+            if not bad:
+                return out
+            out |= bad
 
     # -- metrics (cell by cell) -----------------------------------------------------
     def metric(self, res: NodeResult, name: str | None = None) -> float:

@@ -165,6 +165,7 @@ def local_statistics(structure: Structure) -> Statistics:
         histograms_total={a: value_counts(c, grouper.sensitive_sizes[a]) for a, c in grouper.sensitive_codes.items()},
         sensitive_code_maps=structure.sensitive_code_maps,
         subset_total=None if subset is None else int(subset.sum()),
+        sensitive_values={a: list(table.dictionaries[table.column_index(a)]) for a in grouper.sensitive_codes},
     )
     cards = []
     for i, cm in enumerate(structure.code_maps):
@@ -283,7 +284,7 @@ def materialize(
         raise ValueError("materialize needs a checker that can name failing classes")
     if classes is None:
         classes = prep.grouper.group_rows(levels, keep_rows=True)
-    failing = np.asarray(judge.failing_classes(classes.stats), dtype=bool)
+    failing = np.asarray(judge.failing_classes(classes.stats, classes.codes), dtype=bool)
     suppressed = failing[classes.row_class] if failing.any() else np.zeros(prep.table.n_rows, dtype=bool)
     kept = classes.count - int(failing.sum())
     return generalize(prep, levels, suppressed), suppressed, kept

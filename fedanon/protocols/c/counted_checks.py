@@ -97,6 +97,10 @@ def check_supported(config: AnonymizationConfig) -> None:
         raise InputError(
             f"Protocol C does not support metric {config.metric!r}: it needs the per-QI value "
             f"distribution, which C hides from every party; choose one of {', '.join(COUNTED_METRICS)}")
+    for criterion in build_criteria(config):
+        if criterion.needs_codes:
+            raise InputError(f"Protocol C does not support {criterion.describe()}: it is judged on the classes' "
+                             "QI values, which C's key holder never sees beside the class sizes")
 
 
 @dataclass

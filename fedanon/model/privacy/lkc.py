@@ -1,0 +1,287 @@
+"""LKC-privacy (Mohammed, Fung, Hung & Lee, "Anonymizing healthcare data: a case study on the
+blood transfusion service", KDD 2009) of one sensitive attribute.
+
+The attacker is assumed to know at most L quasi-identifier values of a victim (any L of them,
+not all). A release satisfies LKC-privacy when for every set Q of at most L quasi-identifiers
+and every combination q of values of Q that occurs in the release (a *projection group*: the
+released rows whose cells on Q are q)
+
+    |T[q]| ≥ K                  and        |T[q] ∧ s| / |T[q]| ≤ C   for every s in S
+
+where S is a set of sensitive values (`--lkc-values`; by default every value of the
+attribute). L ≥ 1 and K ≥ 1 are integers, 0 < C ≤ 1 (C = 1: no confidence bound). L may not
+exceed the number of quasi-identifiers. Suppressed rows are not released and belong to no
+projection group. A group exactly at the bound C passes (1e-9 tolerance for floating-point
+rounding). Empty Q (the whole table) is not judged, as in the paper.
+
+Unlike the class-by-class models, a class's verdict depends on the other classes: a
+projection group gathers every class that agrees on Q. The criterion is therefore judged on
+the node's whole class table (`Criterion.needs_codes`, a release-level criterion): it groups
+the kept classes' generalized QI codes on every Q, sums sizes and sensitive counts per group,
+and suppresses every class of a failing group; suppressing classes shrinks other groups, so it
+repeats until no group fails. The kept classes then satisfy the definition (the verifier
+checks the released rows independently).
+
+Monotonicity:
+
+* Without suppression, monotone: under generalization every projection group is a union of
+  projection groups of the finer node on the same Q; a union of groups of ≥ K rows has ≥ K
+  rows, and a value's share in a union is a weighted mean of its shares in the parts.
+* With suppression and C < 1, not monotone: a class suppressed at the finer node (all of one
+  sensitive value) can join a passing group at the coarser node and push its confidence
+  over C.
+* With suppression and C = 1 (K alone), monotone: every coarser class holding a row the finer
+  node keeps is itself kept (its projection groups contain the finer groups of those rows,
+  whose rows are all in kept coarser classes by the same argument), so the coarser node
+  suppresses only rows the finer one suppressed; the criterion says so.
+
+What each party learns in the protocols: A and B judge the model from the class statistics
+the checking party already holds (A: the master; B: the helper; both on ciphertext codes):
+the classes' generalized QI codes, sizes and sensitive histograms. Projecting the classes
+onto QI subsets is computed from those alone, so LKC-privacy adds no message and reveals
+nothing k-anonymity with ℓ-diversity does not. A set of sensitive values (`--lkc-values`)
+names plaintext values, which no checking party can match against ciphertext: every protocol
+refuses it before data moves (judge every value instead). Protocol C refuses the model: its
+key holder sees class sizes in an order it cannot link to QI values, and the helper, who has
+the classes' codes, never sees a size, so neither can form a projection group.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from fedanon.errors import InputError
+from fedanon.model.criterion import Criterion, CriterionContext
+from fedanon.model.registry import ClassView, ParseContext, PrivacyModel, number, register, table_value
+from fedanon.stats.classes import ClassStats
+from fedanon.stats.classhist import SparseHistogram
+
+EPS = 1e-9
+FIELDS = ("l", "k", "c", "values")
+
+
+@register
+@dataclass
+class LKCPrivacy(PrivacyModel):
+    """LKC-privacy of the sensitive attribute: `--lkc L:K[:C]` (C defaults to 1: no confidence
+    bound), optionally `--lkc-values V1,V2` (the sensitive values C bounds; default all)."""
+
+    l: int
+    k: int
+    c: float
+    attribute: str
+    values: list[str] | None = None   # the set S; None = every value of the attribute
+
+    key = "lkc"
+    flag = "--lkc"
+    metavar = "L:K[:C]"
+    help = ("LKC-privacy: for every set of at most L quasi-identifiers, every combination of their "
+            "values in the release has at least K rows and a share of at most C of each sensitive value")
+    uses_sensitive = True
+    decomposes_over_shares = False   # projection groups span classes and shares
+    options = {
+        "values": ("--lkc-values", "V1,V2,...",
+                   "the sensitive values --lkc's confidence bound C applies to (default: every value)"),
+    }
+
+    @classmethod
+    def parse(cls, value: Any, ctx: ParseContext) -> "LKCPrivacy":
+        attribute = ctx.require_sensitive()
+        where = f"{cls.flag} {value!r}" if ctx.source == "command line" else f"{ctx.source}: {cls.key}"
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.split(":")]
+            if len(parts) not in (2, 3) or not all(parts):
+                raise InputError(f"{where}: expected L:K or L:K:C, e.g. 2:5:0.6")
+            entries: dict[str, Any] = dict(zip(("l", "k", "c"), parts))
+        elif isinstance(value, Mapping):
+            entries = table_value(value, cls.key, FIELDS, ctx)
+            missing = [f for f in ("l", "k") if f not in entries]
+            if missing:
+                raise InputError(f"{ctx.source}: [{cls.key}] needs {' and '.join(missing)}")
+        else:
+            raise InputError(f"{where}: expected \"L:K[:C]\" or a table with l, k and c")
+        values = ctx.options.get("values", entries.get("values"))
+        return cls(_integer(entries["l"], f"{where}: L"), _integer(entries["k"], f"{where}: K"),
+                   number(entries.get("c", 1.0), f"{where}: C"), attribute, _value_list(values, where))
+
+    def validate(self, config: Any) -> None:
+        for name, v in (("L", self.l), ("K", self.k)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise InputError(f"LKC-privacy needs an integer {name} >= 1, got {v!r}")
+        if not (isinstance(self.c, numbers.Real) and math.isfinite(self.c) and 0 < self.c <= 1):
+            raise InputError(f"LKC-privacy needs 0 < C <= 1, got {self.c!r}")
+        n_qis = len(config.quasi_identifiers)
+        if self.l > n_qis:
+            raise InputError(f"LKC-privacy: L={self.l} exceeds the {n_qis} quasi-identifier(s)")
+        if self.values is not None:
+            if not self.values or not all(isinstance(v, str) for v in self.values):
+                raise InputError(f"LKC-privacy: the sensitive values must be a non-empty list of strings, "
+                                 f"got {self.values!r}")
+            twice = sorted({v for v in self.values if self.values.count(v) > 1})
+            if twice:
+                raise InputError(f"LKC-privacy: sensitive value(s) listed twice: {', '.join(twice)}")
+
+    def distributed_problem(self) -> str | None:
+        if self.values is not None:
+            return ("LKC-privacy with a set of sensitive values (--lkc-values) cannot run in a protocol: "
+                    "the checking party sees the sensitive column encrypted; bound every value instead")
+        return None
+
+    def criterion(self) -> "LKCCriterion":
+        return LKCCriterion(self)
+
+    def violation(self, view: ClassView) -> str | None:
+        return None   # judged on the released rows (`records_violation`), not class by class
+
+    def records_violation(self, qis: list[str], records: list[tuple[tuple[bytes, ...], dict[str, bytes]]]
+                          ) -> str | None:
+        """Every projection of the released rows onto at most L QIs, counted with dicts."""
+        chosen = None if self.values is None else {v.encode("utf-8") for v in self.values}
+        for size in range(1, min(self.l, len(qis)) + 1):
+            for subset in itertools.combinations(range(len(qis)), size):
+                groups: dict[tuple[bytes, ...], Counter] = defaultdict(Counter)
+                for cells, sensitive in records:
+                    groups[tuple(cells[i] for i in subset)][sensitive[self.attribute]] += 1
+                for projection, counts in sorted(groups.items()):
+                    total = sum(counts.values())
+                    label = ", ".join(f"{qis[i]}={v.decode('utf-8', 'replace')}" for i, v in zip(subset, projection))
+                    if total < self.k:
+                        return f"({label}) matches {total} released rows < K={self.k}"
+                    for value, count in sorted(counts.items()):
+                        if (chosen is None or value in chosen) and count / total > self.c + EPS:
+                            return f"({label}) gives {value.decode('utf-8', 'replace')!r} with confidence " \
+                                   f"{count / total:.6f} > C={self.c:g}"
+        return None
+
+    def describe(self) -> str:
+        of = "every value" if self.values is None else "values " + ", ".join(self.values)
+        return f"({self.l},{self.k},{self.c:g})-privacy (LKC) of {self.attribute} ({of})"
+
+
+def _integer(text: Any, what: str) -> int:
+    if isinstance(text, bool):
+        raise InputError(f"{what}: {text!r} is not an integer")
+    if isinstance(text, numbers.Integral):
+        return int(text)
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not an integer") from None
+
+
+def _value_list(values: Any, where: str) -> list[str] | None:
+    """The sensitive value set from a flag's comma-separated text or a TOML list."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        return [v.strip() for v in values.split(",")]
+    if isinstance(values, list) and all(isinstance(v, str) for v in values):
+        return list(values)
+    raise InputError(f"{where}: values must be a list of strings, e.g. [\"flu\", \"hiv\"]")
+
+
+class LKCCriterion(Criterion):
+    """Projection groups of the kept classes on every set of at most L QIs, vectorized with numpy."""
+
+    release_level = True
+    needs_codes = True
+    monotone = True
+
+    def __init__(self, model: LKCPrivacy) -> None:
+        self.model = model
+        self.k = int(model.k)
+        self.c = float(model.c)
+        self.bounds_confidence = self.c < 1.0 - EPS
+        self.monotone_with_suppression = not self.bounds_confidence
+        # read also without a confidence bound: the model declares the attribute sensitive, and the
+        # report then wants each released row's class, which only a histogram-keeping grouping keeps
+        self.needs_histogram = model.attribute
+        self._chosen: np.ndarray | None = None   # codes of S (None: every code)
+
+    def prepare(self, context: CriterionContext) -> None:
+        if not self.bounds_confidence or self.model.values is None:
+            return
+        dictionary = context.sensitive_values.get(self.model.attribute)
+        if dictionary is None:
+            raise InputError("LKC-privacy with a set of sensitive values needs the attribute's plaintext values")
+        wanted = {v.encode("utf-8") for v in self.model.values}
+        self._chosen = np.array([v in wanted for v in dictionary], dtype=bool)
+
+    def classes_ok(self, stats: ClassStats) -> np.ndarray:
+        return np.ones(stats.sizes.shape[0], dtype=bool)   # release-level: `enforce_classes` decides
+
+    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray) -> np.ndarray:
+        if codes is None:
+            raise ValueError("LKC-privacy is judged on the classes' QI codes")
+        codes = np.asarray(codes, dtype=np.int64)
+        kept = ~np.asarray(failing, dtype=bool)
+        sizes = np.asarray(stats.sizes, dtype=np.int64)
+        hist = stats.histograms[self.model.attribute] if self.bounds_confidence else None
+        n_qis = codes.shape[1] if codes.ndim == 2 else 0
+        subsets = [s for size in range(1, min(self.model.l, n_qis) + 1)
+                   for s in itertools.combinations(range(n_qis), size)]
+        while kept.any():
+            rows = np.flatnonzero(kept)
+            bad = np.zeros(kept.shape[0], dtype=bool)
+            for subset in subsets:
+                group, n_groups = _groups(codes[np.ix_(rows, subset)])
+                group_size = np.bincount(group, weights=sizes[rows], minlength=n_groups)
+                wrong = group_size < self.k
+                if hist is not None:
+                    wrong |= self._largest(hist, rows, group, n_groups) > (self.c + EPS) * group_size
+                bad[rows[wrong[group]]] = True
+            if not bad.any():
+                break
+            kept &= ~bad
+        return ~kept
+
+    def _largest(self, hist: Any, rows: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+        """Per group: the largest count of one value of S over the group's classes."""
+        largest = np.zeros(n_groups, dtype=np.float64)
+        if isinstance(hist, SparseHistogram):
+            if hist.saturated is not None:
+                raise ValueError(f"{self.describe()} needs complete class statistics, got saturated ones")
+            of_class = np.full(hist.n_classes, -1, dtype=np.int64)
+            of_class[rows] = group
+            g = of_class[hist.cls]
+            keep = g >= 0
+            if self._chosen is not None:
+                keep &= self._chosen[hist.value]
+            if not keep.any():
+                return largest
+            cell = g[keep] * np.int64(hist.domain) + hist.value[keep]
+            cells, where = np.unique(cell, return_inverse=True)
+            sums = np.bincount(where, weights=hist.count[keep].astype(np.float64))
+            np.maximum.at(largest, cells // hist.domain, sums)
+            return largest
+        dense = np.asarray(hist)[rows]
+        if self._chosen is not None:
+            dense = dense[:, self._chosen]
+        if dense.shape[1] == 0:
+            return largest
+        order = np.argsort(group, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
+        return np.add.reduceat(dense[order].astype(np.float64), starts, axis=0).max(axis=1)
+
+    def describe(self) -> str:
+        return self.model.describe()
+
+
+def _groups(columns: np.ndarray) -> tuple[np.ndarray, int]:
+    """Group id (0..n-1, in sorted order of the rows' values) of each row of a code matrix."""
+    radices = columns.max(axis=0) + 1 if columns.shape[0] else np.ones(columns.shape[1], dtype=np.int64)
+    if float(np.prod(radices.astype(np.float64))) < 2.0 ** 62:
+        key = np.zeros(columns.shape[0], dtype=np.int64)
+        for i, radix in enumerate(radices):
+            key = key * np.int64(radix) + columns[:, i]
+        values, group = np.unique(key, return_inverse=True)
+    else:
+        values, group = np.unique(columns, axis=0, return_inverse=True)
+    return group.reshape(-1), int(values.shape[0])

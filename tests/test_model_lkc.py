@@ -27,7 +27,7 @@ from fedanon.protocols.kit.validation import check_schemas
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
 from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, simulate_b_equals_anonymize
+    instances, released, simulate_b_equals_anonymize
 
 # Three classes over two QIs, sensitive values (a, b):
 #   class 0: QI codes (0, 0), 3 rows, a=2 b=1
@@ -229,3 +229,29 @@ def test_bad_value_is_one_line_exit_2(capsys):
 @pytest.mark.slow
 def test_simulate_protocol_b_equals_central(tmp_path):
     simulate_b_equals_anonymize(tmp_path, ["--sensitive", "diagnosis", "--lkc", "2:2:0.7", "--suppression", "0.5"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol,split", [("A", "vertical"), ("B", "vertical")])
+def test_simulate_protocols_a_and_b_equal_central(tmp_path, protocol, split):
+    flags = [*QI_FLAGS, "--sensitive", "diagnosis", "--lkc", "2:2:0.7", "--suppression", "0.5"]
+    sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    assert main(["simulate", "--protocol", protocol, "--split", split, "--parties", "3",
+                 str(EXAMPLE / "example.csv"), *flags, "--output", str(sim_out), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *flags, "--output", str(ref_out), "--verify", "-q"]) == 0
+    assert released(sim_out) == released(ref_out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol,model_flags,message", [
+    ("C", ["--lkc", "2:2"], "Protocol C does not support (2,2,1)-privacy (LKC)"),
+    ("B", ["--lkc", "2:2:0.7", "--lkc-values", "pneumonia"], "--lkc-values"),
+])
+def test_simulate_refuses_before_any_data_is_sent(capsys, tmp_path, protocol, model_flags, message):
+    code = main(["simulate", "--protocol", protocol, "--split", "horizontal", "--parties", "2",
+                 str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis", *model_flags,
+                 "--output", str(tmp_path / "out.csv"), "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "before any data was sent" in err[0] and message in err[0]
+    assert not (tmp_path / "out.csv").exists()

@@ -90,6 +90,14 @@ class Model:
     lkc: tuple[int, int, float, str, list[str] | None] | None = None
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
+    # ARX's attribute weights: QI -> weight (QIs not named weigh 1); each QI's term of the metric
+    # is multiplied by its weight times q / (sum of the weights), so that equal weights change nothing
+    weights: dict[str, float] | None = None
+
+    def weight(self, qi: int) -> float:
+        given = self.weights or {}
+        raw = [given.get(q, 1.0) for q in self.qis]
+        return raw[qi] * len(raw) / sum(raw)
 
     @property
     def implied_class_size(self) -> int:
@@ -351,36 +359,39 @@ class Reference:
         return self.trees[q].max_level
 
     def m_height(self, res: NodeResult) -> float:
-        """Eq. 2.19: Σ k_i."""
-        return float(sum(res.levels))
+        """Eq. 2.19: Σ k_i (weighted: Σ w_i k_i)."""
+        return float(sum(self.model.weight(i) * lv for i, lv in enumerate(res.levels)))
 
     def m_precision_star(self, res: NodeResult) -> float:
         """1 − PM* (eq. 2.21): mean over QIs of k_i / mh_i."""
-        return sum(lv / self._mh(q) if self._mh(q) else 0.0 for q, lv in zip(self.model.qis, res.levels)) / len(self.model.qis)
+        return sum(self.model.weight(i) * (lv / self._mh(q) if self._mh(q) else 0.0)
+                   for i, (q, lv) in enumerate(zip(self.model.qis, res.levels))) / len(self.model.qis)
 
     def m_precision(self, res: NodeResult) -> float:
         """1 − PM (eq. 2.20) over cells; a suppressed cell is maximally generalized (= 1)."""
         total = 0.0
         for i in range(self.n):
-            for q, lv in zip(self.model.qis, res.levels):
+            for j, (q, lv) in enumerate(zip(self.model.qis, res.levels)):
+                w = self.model.weight(j)
                 if i in res.suppressed_rows:
-                    total += 1.0
+                    total += w
                 else:
-                    total += lv / self._mh(q) if self._mh(q) else 0.0
+                    total += w * (lv / self._mh(q) if self._mh(q) else 0.0)
         return total / (self.n * len(self.model.qis))
 
     def m_loss(self, res: NodeResult) -> float:
         """Eq. 2.22: mean over cells of (L_R − 1)/(L_top − 1); suppressed cells count 1."""
         total = 0.0
         for i, row in enumerate(self.rows):
-            for q, c, lv in zip(self.model.qis, self.qi_col, res.levels):
+            for j, (q, c, lv) in enumerate(zip(self.model.qis, self.qi_col, res.levels)):
                 tree = self.trees[q]
+                w = self.model.weight(j)
                 if i in res.suppressed_rows:
-                    total += 1.0
+                    total += w
                     continue
                 top = len(tree.rows)
                 if top > 1:
-                    total += (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
+                    total += w * (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
         return total / (self.n * len(self.model.qis))
 
     def m_ambiguity(self, res: NodeResult) -> float:
@@ -434,26 +445,29 @@ class Reference:
         """Eqs. 2.29 + 3.5: −Σ_cells log2 X − Σ_{QIs} Σ_{j∈S} log2 Y."""
         total = 0.0
         for qi, lv in enumerate(res.levels):
+            w = self.model.weight(qi)
             for i in range(self.n):
-                total -= math.log2(self._x(i, qi, lv))
+                total -= w * math.log2(self._x(i, qi, lv))
             for i in res.suppressed_rows:
-                total -= math.log2(self._y(i, qi, lv, res.suppressed_rows))
+                total -= w * math.log2(self._y(i, qi, lv, res.suppressed_rows))
         return total
 
     def m_nonuniform_entropy_monotonic(self, res: NodeResult) -> float:
         """Eq. 2.29 / 3.2 alone: −Σ_cells log2 X over all rows, suppression not charged (monotone)."""
-        return -sum(math.log2(self._x(i, qi, lv)) for qi, lv in enumerate(res.levels) for i in range(self.n))
+        return -sum(self.model.weight(qi) * math.log2(self._x(i, qi, lv))
+                    for qi, lv in enumerate(res.levels) for i in range(self.n))
 
     def m_entropy(self, res: NodeResult) -> float:
         """Eq. 2.27 (−Σ X log2 X) plus the analogous suppression term −Σ Y log2 Y (engine's extension)."""
         total = 0.0
         for qi, lv in enumerate(res.levels):
+            w = self.model.weight(qi)
             for i in range(self.n):
                 x = self._x(i, qi, lv)
-                total -= x * math.log2(x)
+                total -= w * x * math.log2(x)
             for i in res.suppressed_rows:
                 y = self._y(i, qi, lv, res.suppressed_rows)
-                total -= y * math.log2(y)
+                total -= w * y * math.log2(y)
         return total
 
     # -- dissertation-literal variants (see module docstring) -------------------------

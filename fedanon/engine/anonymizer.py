@@ -222,7 +222,7 @@ def local_checker(structure: Structure, statistics: Statistics) -> LocalChecker:
     """The checker over in-memory class statistics."""
     config = structure.config
     criteria = build_criteria(config)
-    metric = build_metric(config.metric, statistics.metric)
+    metric = build_metric(config.metric, statistics.metric, config.metric_weights())
     return LocalChecker(structure.grouper, criteria, metric, config.suppression, statistics.criteria)
 
 

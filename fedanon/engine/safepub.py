@@ -161,7 +161,7 @@ def release(
     failing = sizes < k
     suppressed = failing[classes.row_class]
     output = generalize(sample, levels, suppressed)
-    metric = build_metric(config.metric, local_statistics(sample).metric)
+    metric = build_metric(config.metric, local_statistics(sample).metric, config.metric_weights())
     loss = float(metric.loss(levels, classes, failing))
     granularity = scorer.loss(levels) / (table.n_rows * scorer.q)
     dp = {

@@ -113,13 +113,49 @@ def weighted_instances(draw):
     hier = {n: draw(hierarchies(n, max_values=5, max_height=3)) for n in names}
     leaves = {n: [r[0].decode() for r in hier[n].rows] for n in names}
     rows = [[draw(st.sampled_from(leaves[n])) for n in names] for _ in range(draw(st.integers(2, 30)))]
-    weights = {n: draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])) for n in names if draw(st.booleans())}
-    if weights and not any(weights.values()) and len(weights) == q:
-        weights[names[0]] = 1.0
-    config = AnonymizationConfig(names, k=draw(st.sampled_from([1, 2, 3])),
-                                 suppression=draw(st.sampled_from([0.0, 0.2, 0.5])),
-                                 metric=draw(st.sampled_from(sorted(WEIGHTED))), weights=weights or None)
+    # the first QI weighs other than 1 (the others sometimes too), so the weights always matter
+    weights = {names[0]: draw(st.sampled_from([0.0, 0.5, 3.0]))}
+    weights.update({n: draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])) for n in names[1:] if draw(st.booleans())})
+    if not any(weights.values()) and len(weights) == q:
+        weights[names[0]] = 2.0
+    # mostly k > 1 with suppression: the weighted charge of suppressed rows is then exercised
+    config = AnonymizationConfig(names, k=draw(st.sampled_from([1, 2, 3, 3])),
+                                 suppression=draw(st.sampled_from([0.0, 0.2, 0.3, 0.5])),
+                                 metric=draw(st.sampled_from(sorted(WEIGHTED))), weights=weights)
     return EncodedTable.from_rows(names, rows), hier, config, rows
+
+
+# Two tables random search found where weights must reach the charge of suppressed rows
+# (3-anonymous nodes with suppressed rows; the first caught a bug in the entropy metrics'
+# suppression term, the second one in LM's): every weighted metric against the reference.
+FOUND_ROWS_2 = [["q01", "q13"], ["q01", "q10"], ["q00", "q12"], ["q01", "q12"], ["q01", "q13"], ["q00", "q11"],
+                ["q00", "q11"], ["q00", "q11"], ["q01", "q11"], ["q00", "q12"], ["q00", "q13"], ["q01", "q12"],
+                ["q01", "q12"], ["q01", "q11"], ["q01", "q13"], ["q00", "q13"], ["q01", "q13"], ["q01", "q13"]]
+FOUND_HIERARCHIES_2 = {"q0": [["q00", "q0L1G0"], ["q01", "q0L1G0"]],
+                       "q1": [["q10", "q1L1G0", "q1L2G0"], ["q11", "q1L1G2", "q1L2G0"], ["q12", "q1L1G0", "q1L2G0"],
+                              ["q13", "q1L1G2", "q1L2G0"]]}
+FOUND_ROWS = [["q01", "q10", "q22"], ["q00", "q10", "q20"], ["q01", "q10", "q20"], ["q01", "q11", "q21"],
+              ["q01", "q11", "q21"], ["q00", "q10", "q24"], ["q00", "q11", "q21"], ["q00", "q11", "q21"],
+              ["q01", "q10", "q21"], ["q01", "q10", "q23"], ["q00", "q11", "q22"], ["q01", "q10", "q22"],
+              ["q01", "q11", "q20"], ["q00", "q10", "q22"], ["q00", "q11", "q23"], ["q00", "q11", "q20"]]
+FOUND_HIERARCHIES = {"q0": [["q00", "q0L1G0", "q0L2G0"], ["q01", "q0L1G0", "q0L2G0"]],
+                     "q1": [["q10", "q1L1G0", "q1L2G0"], ["q11", "q1L1G0", "q1L2G0"]],
+                     "q2": [[f"q2{i}", "q2L1G0"] for i in range(5)]}
+
+
+@pytest.mark.parametrize("metric", sorted(WEIGHTED))
+@pytest.mark.parametrize("weights", [{"q0": 0.5}, {"q0": 3.0, "q2": 0.0}])
+def test_found_case_every_weighted_metric_equals_the_reference(metric, weights):
+    names = ["q0", "q1", "q2"]
+    table = EncodedTable.from_rows(names, FOUND_ROWS)
+    hier = {n: Hierarchy.from_rows(n, rows) for n, rows in FOUND_HIERARCHIES.items()}
+    config = AnonymizationConfig(names, k=3, suppression=0.5, metric=metric, weights=weights)
+    assert engine_equals_reference(table, hier, config, FOUND_ROWS, weights=weights)
+    table = EncodedTable.from_rows(names[:2], FOUND_ROWS_2)
+    hier = {n: Hierarchy.from_rows(n, rows) for n, rows in FOUND_HIERARCHIES_2.items()}
+    weights = {q: w for q, w in weights.items() if q != "q2"}
+    config = AnonymizationConfig(names[:2], k=3, suppression=0.5, metric=metric, weights=weights)
+    assert engine_equals_reference(table, hier, config, FOUND_ROWS_2, weights=weights)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -76,9 +76,12 @@ class Criterion(ABC):
         never on their order (a key holder sees them permuted)."""
         return failing
 
-    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray) -> np.ndarray:
+    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
+                        limit: int | None = None) -> np.ndarray:
         """`enforce` with the node's whole class table: statistics and, where `needs_codes`, the
-        generalized QI codes (classes x QIs). The default reads the sizes only."""
+        generalized QI codes (classes x QIs). The default reads the sizes only. `limit`: the
+        answer may stop short once the classes it names hold more than `limit` rows (the node
+        then fails in any case); None asks for the exact set."""
         return self.enforce(stats.sizes, failing)
 
     @abstractmethod

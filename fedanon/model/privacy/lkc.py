@@ -217,58 +217,73 @@ class LKCCriterion(Criterion):
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
         return np.ones(stats.sizes.shape[0], dtype=bool)   # release-level: `enforce_classes` decides
 
-    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray) -> np.ndarray:
+    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
+                        limit: int | None = None) -> np.ndarray:
+        """Suppress every class of a failing projection group, on the kept classes, until none fails.
+
+        Each QI subset's grouping of the classes (and, for C, of their sensitive entries into
+        (group, value) cells) is computed once; a round re-sums sizes and counts over the kept
+        classes with `bincount`. K is checked on the subsets of exactly L QIs only: a group on
+        fewer QIs is a union of groups on L of them, so it has at least K rows when they do."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
         kept = ~np.asarray(failing, dtype=bool)
-        sizes = np.asarray(stats.sizes, dtype=np.int64)
-        hist = stats.histograms[self.model.attribute] if self.bounds_confidence else None
+        sizes = np.asarray(stats.sizes, dtype=np.float64)
+        if limit is not None and float(sizes[~kept].sum()) > limit:
+            return ~kept   # the other criteria failed the node already
         n_qis = codes.shape[1] if codes.ndim == 2 else 0
-        subsets = [s for size in range(1, min(self.model.l, n_qis) + 1)
-                   for s in itertools.combinations(range(n_qis), size)]
+        top = min(self.model.l, n_qis)
+        entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
+        plans = []
+        for size in range(1 if self.bounds_confidence else top, top + 1):
+            for subset in itertools.combinations(range(n_qis), size):
+                group, n_groups = _groups(codes[:, list(subset)])
+                cells = None
+                if entries is not None:
+                    cls, value, _, domain = entries
+                    cell, cell_keys = _compact(group[cls] * np.int64(domain) + value)
+                    cells = (cell, cell_keys // domain)
+                plans.append((group, n_groups, size == top, cells))
         while kept.any():
-            rows = np.flatnonzero(kept)
+            weight = np.where(kept, sizes, 0.0)
+            counts = None if entries is None else entries[2] * kept[entries[0]]
             bad = np.zeros(kept.shape[0], dtype=bool)
-            for subset in subsets:
-                group, n_groups = _groups(codes[np.ix_(rows, subset)])
-                group_size = np.bincount(group, weights=sizes[rows], minlength=n_groups)
-                wrong = group_size < self.k
-                if hist is not None:
-                    wrong |= self._largest(hist, rows, group, n_groups) > (self.c + EPS) * group_size
-                bad[rows[wrong[group]]] = True
+            for group, n_groups, check_k, cells in plans:
+                group_size = np.bincount(group, weights=weight, minlength=n_groups)
+                wrong = group_size < self.k if check_k else np.zeros(n_groups, dtype=bool)
+                if cells is not None:
+                    cell, cell_group = cells
+                    largest = np.zeros(n_groups, dtype=np.float64)
+                    np.maximum.at(largest, cell_group, np.bincount(cell, weights=counts, minlength=cell_group.size))
+                    wrong |= largest > (self.c + EPS) * group_size
+                bad |= wrong[group]
+            bad &= kept
             if not bad.any():
                 break
             kept &= ~bad
+            if limit is not None and float(sizes[~kept].sum()) > limit:
+                break   # the node fails whatever further rounds add
         return ~kept
 
-    def _largest(self, hist: Any, rows: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
-        """Per group: the largest count of one value of S over the group's classes."""
-        largest = np.zeros(n_groups, dtype=np.float64)
+    def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
+        and the number of values."""
         if isinstance(hist, SparseHistogram):
             if hist.saturated is not None:
                 raise ValueError(f"{self.describe()} needs complete class statistics, got saturated ones")
-            of_class = np.full(hist.n_classes, -1, dtype=np.int64)
-            of_class[rows] = group
-            g = of_class[hist.cls]
-            keep = g >= 0
-            if self._chosen is not None:
-                keep &= self._chosen[hist.value]
-            if not keep.any():
-                return largest
-            cell = g[keep] * np.int64(hist.domain) + hist.value[keep]
-            cells, where = np.unique(cell, return_inverse=True)
-            sums = np.bincount(where, weights=hist.count[keep].astype(np.float64))
-            np.maximum.at(largest, cells // hist.domain, sums)
-            return largest
-        dense = np.asarray(hist)[rows]
+            cls, value, count = (np.asarray(a, dtype=np.int64) for a in (hist.cls, hist.value, hist.count))
+            domain = int(hist.domain)
+        else:
+            dense = np.asarray(hist)
+            domain = int(dense.shape[1])
+            cls, value = np.nonzero(dense)
+            count = dense[cls, value]
+            cls, value, count = cls.astype(np.int64), value.astype(np.int64), np.asarray(count, dtype=np.int64)
         if self._chosen is not None:
-            dense = dense[:, self._chosen]
-        if dense.shape[1] == 0:
-            return largest
-        order = np.argsort(group, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
-        return np.add.reduceat(dense[order].astype(np.float64), starts, axis=0).max(axis=1)
+            keep = self._chosen[value]
+            cls, value, count = cls[keep], value[keep], count[keep]
+        return cls, value, count.astype(np.float64), domain
 
     def describe(self) -> str:
         return self.model.describe()
@@ -281,7 +296,21 @@ def _groups(columns: np.ndarray) -> tuple[np.ndarray, int]:
         key = np.zeros(columns.shape[0], dtype=np.int64)
         for i, radix in enumerate(radices):
             key = key * np.int64(radix) + columns[:, i]
-        values, group = np.unique(key, return_inverse=True)
-    else:
-        values, group = np.unique(columns, axis=0, return_inverse=True)
+        group, values = _compact(key)
+        return group, int(values.shape[0])
+    values, group = np.unique(columns, axis=0, return_inverse=True)
     return group.reshape(-1), int(values.shape[0])
+
+
+def _compact(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id of each key among the distinct keys in sorted order, the distinct keys): by a table
+    over the key range where that is small (no sort: a check asks this for every QI subset),
+    else by `np.unique`."""
+    if key.size and 0 <= int(key.min()) and int(key.max()) < 8 * key.size + 4096:
+        present = np.zeros(int(key.max()) + 1, dtype=bool)
+        present[key] = True
+        values = np.flatnonzero(present)
+        relabel = np.cumsum(present) - 1
+        return relabel[key], values
+    values, ids = np.unique(key, return_inverse=True)
+    return ids.reshape(-1), values

@@ -213,7 +213,7 @@ def test_bad_weight_is_one_line_exit_2(capsys, flags, message):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", ["B", "C"])
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
 def test_simulate_equals_central_with_weights(tmp_path, protocol):
     # the weights move the optimum (zipcode at level 3 instead of 4): the parties must apply them
     flags = [*QI_FLAGS, "--k", "3", "--metric", "loss", "--weight", "zipcode=5"]

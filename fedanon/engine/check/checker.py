@@ -29,7 +29,8 @@ class NodeEvaluation:
     anonymous: bool  # satisfies the models with at most the allowed suppression
     anonymous_strict: bool  # satisfies them with no suppression at all
     # rows of failing classes -- where `implied_k_ok` is False only those of the classes below
-    # the implied size (a lower bound: the models themselves were not asked)
+    # the implied size (a lower bound: the models themselves were not asked); a lower bound too
+    # where a release-level criterion stopped once more rows than the limit failed
     suppressed_rows: int
     classes: int  # classes that are kept (not suppressed); an upper bound where implied_k_ok is False
     loss: float

@@ -235,21 +235,17 @@ class LKCCriterion(Criterion):
         n_qis = codes.shape[1] if codes.ndim == 2 else 0
         top = min(self.model.l, n_qis)
         entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-        plans = []
-        for size in range(1 if self.bounds_confidence else top, top + 1):
-            for subset in itertools.combinations(range(n_qis), size):
-                group, n_groups = _groups(codes[:, list(subset)])
-                cells = None
-                if entries is not None:
-                    cls, value, _, domain = entries
-                    cell, cell_keys = _compact(group[cls] * np.int64(domain) + value)
-                    cells = (cell, cell_keys // domain)
-                plans.append((group, n_groups, size == top, cells))
+        subsets = [s for size in range(1 if self.bounds_confidence else top, top + 1)
+                   for s in itertools.combinations(range(n_qis), size)]
+        plans: list[tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]] = []
         while kept.any():
             weight = np.where(kept, sizes, 0.0)
             counts = None if entries is None else entries[2] * kept[entries[0]]
             bad = np.zeros(kept.shape[0], dtype=bool)
-            for group, n_groups, check_k, cells in plans:
+            for i, subset in enumerate(subsets):
+                if i == len(plans):   # the first round groups each subset when it comes to it
+                    plans.append(self._plan(codes, subset, subset_size_is_l=len(subset) == top, entries=entries))
+                group, n_groups, check_k, cells = plans[i]
                 group_size = np.bincount(group, weights=weight, minlength=n_groups)
                 wrong = group_size < self.k if check_k else np.zeros(n_groups, dtype=bool)
                 if cells is not None:
@@ -257,14 +253,26 @@ class LKCCriterion(Criterion):
                     largest = np.zeros(n_groups, dtype=np.float64)
                     np.maximum.at(largest, cell_group, np.bincount(cell, weights=counts, minlength=cell_group.size))
                     wrong |= largest > (self.c + EPS) * group_size
-                bad |= wrong[group]
-            bad &= kept
+                bad |= wrong[group] & kept
+                if limit is not None and bad.any() and float(sizes[~kept | bad].sum()) > limit:
+                    return ~kept | bad   # the node fails whatever the other subsets and rounds add
             if not bad.any():
                 break
             kept &= ~bad
-            if limit is not None and float(sizes[~kept].sum()) > limit:
-                break   # the node fails whatever further rounds add
         return ~kept
+
+    @staticmethod
+    def _plan(codes: np.ndarray, subset: tuple[int, ...], subset_size_is_l: bool,
+              entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None
+              ) -> tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]:
+        """One QI subset's projection groups of the classes (and their (group, value) cells)."""
+        group, n_groups = _groups(codes[:, list(subset)])
+        cells = None
+        if entries is not None:
+            cls, value, _, domain = entries
+            cell, cell_keys = _compact(group[cls] * np.int64(domain) + value)
+            cells = (cell, cell_keys // domain)
+        return group, n_groups, subset_size_is_l, cells
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),

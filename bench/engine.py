@@ -67,6 +67,7 @@ from fedanon.engine import (  # noqa: E402
 
 from bench.fresh import TableFiles, fresh_runs  # noqa: E402
 from fedanon.model.privacy.alphak import AlphaK  # noqa: E402
+from fedanon.model.privacy.lkc import LKCPrivacy  # noqa: E402
 from fedanon.model.privacy.blikeness import BetaLikeness  # noqa: E402
 from fedanon.model.privacy.ddisclosure import DeltaDisclosure  # noqa: E402
 from fedanon.model.privacy.kmap import KMap  # noqa: E402
@@ -269,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     for k in ks:
         for s in (0.0, 0.05):
             plan.append((f"adult k={k} s={s:.0%}", "adult", AnonymizationConfig(ATTRS, k=k, suppression=s)))
+    # attribute weights cost nothing beyond the metric's per-QI factors: LM with and without them
+    for s in ((0.0,) if args.quick else (0.0, 0.05)):
+        plan.append((f"adult k=5 loss s={s:.0%}", "adult", AnonymizationConfig(ATTRS, k=5, suppression=s, metric="loss")))
+        plan.append((f"adult k=5 loss weights age=3 s={s:.0%}", "adult", AnonymizationConfig(
+            ATTRS, k=5, suppression=s, metric="loss", weights={"age": 3.0})))
     qis8 = [a for a in ATTRS if a != "occupation"]
     for s in ((0.0,) if args.quick else (0.0, 0.05)):
         plan.append((f"adult rec-(4,3)-div s={s:.0%}", "adult", AnonymizationConfig(
@@ -286,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("1.5-disclosure", qis8, 1, DeltaDisclosure(1.5, "occupation")),
                 ("3-sensitive k=5", qis8, 5, PSensitive(3, "occupation")),
                 ("(0.5,k=5)-anonymity", qis8, 5, AlphaK(0.5, "occupation")),
+                ("(2,5,0.7)-LKC", qis8, 1, LKCPrivacy(2, 5, 0.7, "occupation")),
                 ("avg-risk 0.05", ATTRS, 1, AverageRisk(0.05)),
                 ("highest-risk 0.2", ATTRS, 1, HighestRisk(0.2)),
                 ("10-map N=300k (zero-truncated)", ATTRS, 1, KMap(10, 300_000, "zero-truncated", 0.01))):

@@ -138,7 +138,8 @@ FrameReport = Report  # deprecated name (before 0.1.0 the report was called Fram
 
 
 def _config(qis: list[str], k: int, sensitive: str | None, settings: Mapping[str, Any],
-            suppression: float, metric: str, sensitive_hierarchy: Hierarchy | None) -> AnonymizationConfig:
+            suppression: float, metric: str, sensitive_hierarchy: Hierarchy | None,
+            weights: Mapping[str, float] | None = None) -> AnonymizationConfig:
     """The config from keyword settings: each registered model by its key, given as its CLI
     spelling ('recursive:3,2'), a TOML-style table ({'variant': 'distinct', 'l': 2}) or a model."""
     types = model_types()
@@ -159,7 +160,8 @@ def _config(qis: list[str], k: int, sensitive: str | None, settings: Mapping[str
         models.append(types[key].parse(value, ctx))
         if ctx.files:
             raise InputError(f"anonymize_frame: {key} needs input files; use `fedanon anonymize` for it")
-    config = AnonymizationConfig(qis, k=k, suppression=suppression, metric=metric, models=models)
+    config = AnonymizationConfig(qis, k=k, suppression=suppression, metric=metric, models=models,
+                                 weights=None if weights is None else {str(q): w for q, w in weights.items()})
     config.validate()
     return config
 
@@ -196,6 +198,7 @@ def anonymize_frame(
     insensitive: Sequence[str] = (),
     sensitive_hierarchy: HierarchyLike | None = None,
     aggregate: Mapping[str, str] | None = None,
+    weights: Mapping[str, float] | None = None,
     **models: Any,
 ) -> tuple["pd.DataFrame", Report]:
     """Optimally anonymize a DataFrame with the Flash engine.
@@ -207,6 +210,7 @@ def anonymize_frame(
     '0.2:equal', '0.2:hierarchical'); every other registered privacy model is a keyword named by
     its key (e.g. `delta_disclosure='1.5'`), in its CLI spelling or as a table. Returns the anonymized frame (same index;
     columns: QIs, `sensitive`, `insensitive` in the input's order) and a report.
+    `weights` maps QIs to their weight in the metric (ARX's attribute weights; QIs not named weigh 1).
     `dp='EPSILON,DELTA'` (or a table with epsilon, delta, steps, search_budget, seed) draws an
     (ε, δ)-differentially private SafePub release instead: the frame then holds the sampled
     rows only (their original index) and `report.result.extra["dp"]` the parameters and budget.
@@ -240,7 +244,7 @@ def anonymize_frame(
     if sensitive is not None and sensitive_hierarchy is not None:
         hierarchies[sensitive] = _hierarchy(sensitive, sensitive_hierarchy, list(dict.fromkeys(text[sensitive])))
     config = _config(qis, k, sensitive, {"l_diversity": l_diversity, "t_closeness": t_closeness, **models},
-                     suppression, metric, hierarchies.get(sensitive) if sensitive is not None else None)
+                     suppression, metric, hierarchies.get(sensitive) if sensitive is not None else None, weights)
     table = EncodedTable(keep, np.zeros((len(frame), 0), dtype=np.int32), []) if not keep else \
         EncodedTable.from_rows(keep, list(zip(*(text[c] for c in keep))) if len(frame) else [])
     values = {name: _numbers(name, text[name], frame.index) for name in functions}

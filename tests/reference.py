@@ -87,8 +87,19 @@ class Model:
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     k_map_population: int | None = None  # k against the input as population; `subset` = released rows
     population_uniqueness: tuple | None = None  # (τ, sampling fraction π[, "pitman" | "zayatz"])
+    # (L, K, C, attribute, sensitive values or None = all): Mohammed et al. 2009, judged on the
+    # projections of the released rows onto every set of at most L QIs
+    lkc: tuple[int, int, float, str, list[str] | None] | None = None
     suppression: float = 0.0
     metric: str = "nonuniform-entropy"
+    # ARX's attribute weights: QI -> weight (QIs not named weigh 1); each QI's term of the metric
+    # is multiplied by its weight times q / (sum of the weights), so that equal weights change nothing
+    weights: dict[str, float] | None = None
+
+    def weight(self, qi: int) -> float:
+        given = self.weights or {}
+        raw = [given.get(q, 1.0) for q in self.qis]
+        return raw[qi] * len(raw) / sum(raw)
 
     @property
     def implied_class_size(self) -> int:
@@ -293,7 +304,7 @@ class Reference:
     def class_ok(self, members: list[int]) -> bool:
         m = self.model
         others = (m.l_diversity, m.t_closeness, m.delta_presence, m.beta_likeness, m.p_sensitive, m.alpha_k,
-                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population, m.population_uniqueness)
+                  m.highest_risk, m.average_risk, m.k_map, m.k_map_population, m.population_uniqueness, m.lkc)
         if (m.k > 1 or all(model is None for model in others)) \
                 and len(members) < m.k:
             return False
@@ -349,15 +360,21 @@ class Reference:
             classes[self.generalize(row, levels)].append(i)
         res = NodeResult(tuple(levels), dict(classes))
         res.failing = {key for key, members in classes.items() if not self.class_ok(members)}
-        if self.model.average_risk is not None:
-            res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
-        if self.model.population_uniqueness is not None:
-            tau, fraction, *named = self.model.population_uniqueness
-            estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
-            kept = {key: len(members) for key, members in classes.items() if key not in res.failing}
-            population = self.n / fraction
-            if 1 in kept.values() and estimate(list(kept.values()), population) / population > tau + EPS:
-                res.failing |= {key for key, size in kept.items() if size == 1}  # every sample unique goes
+        while True:  # the release-wide rules, each adding classes, until none adds one
+            before = len(res.failing)
+            if self.model.average_risk is not None:
+                res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
+            if self.model.population_uniqueness is not None:
+                tau, fraction, *named = self.model.population_uniqueness
+                estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
+                kept = {key: len(members) for key, members in classes.items() if key not in res.failing}
+                population = self.n / fraction
+                if 1 in kept.values() and estimate(list(kept.values()), population) / population > tau + EPS:
+                    res.failing |= {key for key, size in kept.items() if size == 1}  # every sample unique goes
+            if self.model.lkc is not None:
+                res.failing |= self.lkc_suppression(classes, res.failing, *self.model.lkc)
+            if len(res.failing) == before:
+                break
         res.suppressed_rows = {i for key in res.failing for i in classes[key]}
         res.anonymous = len(res.suppressed_rows) <= self.limit
         if res.anonymous:
@@ -376,6 +393,31 @@ class Reference:
                 return {key for key, size in kept.items() if size < m}
         return set(kept)
 
+    def lkc_suppression(self, classes: dict[tuple[str, ...], list[int]], failing: set, l: int, k: int, c: float,
+                        attribute: str, values: list[str] | None) -> set:
+        """The classes LKC-privacy suppresses: of the released rows, take every set Q of at most L
+        QIs and every combination q of values of Q they show; where fewer than K rows show q, or
+        a value of the sensitive set has a share above C among them, every class showing q goes.
+        Repeated on the rows left until no combination fails."""
+        col = self.columns.index(attribute)
+        out: set = set()
+        while True:
+            kept = [key for key in classes if key not in failing and key not in out]
+            bad: set = set()
+            for size in range(1, min(l, len(self.model.qis)) + 1):
+                for qs in itertools.combinations(range(len(self.model.qis)), size):
+                    rows_of: dict[tuple[str, ...], list[int]] = defaultdict(list)
+                    for key in kept:
+                        rows_of[tuple(key[i] for i in qs)].extend(classes[key])
+                    for q, members in rows_of.items():
+                        counts = Counter(self.rows[i][col] for i in members)
+                        if len(members) < k or any(n / len(members) > c + EPS for v, n in counts.items()
+                                                   if values is None or v in values):
+                            bad |= {key for key in kept if tuple(key[i] for i in qs) == q}
+            if not bad:
+                return out
+            out |= bad
+
     # -- metrics (cell by cell) -----------------------------------------------------
     def metric(self, res: NodeResult, name: str | None = None) -> float:
         return getattr(self, "m_" + (name or self.model.metric).replace("-", "_"))(res)
@@ -384,36 +426,39 @@ class Reference:
         return self.trees[q].max_level
 
     def m_height(self, res: NodeResult) -> float:
-        """Eq. 2.19: Σ k_i."""
-        return float(sum(res.levels))
+        """Eq. 2.19: Σ k_i (weighted: Σ w_i k_i)."""
+        return float(sum(self.model.weight(i) * lv for i, lv in enumerate(res.levels)))
 
     def m_precision_star(self, res: NodeResult) -> float:
         """1 − PM* (eq. 2.21): mean over QIs of k_i / mh_i."""
-        return sum(lv / self._mh(q) if self._mh(q) else 0.0 for q, lv in zip(self.model.qis, res.levels)) / len(self.model.qis)
+        return sum(self.model.weight(i) * (lv / self._mh(q) if self._mh(q) else 0.0)
+                   for i, (q, lv) in enumerate(zip(self.model.qis, res.levels))) / len(self.model.qis)
 
     def m_precision(self, res: NodeResult) -> float:
         """1 − PM (eq. 2.20) over cells; a suppressed cell is maximally generalized (= 1)."""
         total = 0.0
         for i in range(self.n):
-            for q, lv in zip(self.model.qis, res.levels):
+            for j, (q, lv) in enumerate(zip(self.model.qis, res.levels)):
+                w = self.model.weight(j)
                 if i in res.suppressed_rows:
-                    total += 1.0
+                    total += w
                 else:
-                    total += lv / self._mh(q) if self._mh(q) else 0.0
+                    total += w * (lv / self._mh(q) if self._mh(q) else 0.0)
         return total / (self.n * len(self.model.qis))
 
     def m_loss(self, res: NodeResult) -> float:
         """Eq. 2.22: mean over cells of (L_R − 1)/(L_top − 1); suppressed cells count 1."""
         total = 0.0
         for i, row in enumerate(self.rows):
-            for q, c, lv in zip(self.model.qis, self.qi_col, res.levels):
+            for j, (q, c, lv) in enumerate(zip(self.model.qis, self.qi_col, res.levels)):
                 tree = self.trees[q]
+                w = self.model.weight(j)
                 if i in res.suppressed_rows:
-                    total += 1.0
+                    total += w
                     continue
                 top = len(tree.rows)
                 if top > 1:
-                    total += (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
+                    total += w * (tree.leaves_below[lv][tree.at(row[c], lv)] - 1) / (top - 1)
         return total / (self.n * len(self.model.qis))
 
     def m_ambiguity(self, res: NodeResult) -> float:
@@ -496,26 +541,29 @@ class Reference:
         """Eqs. 2.29 + 3.5: −Σ_cells log2 X − Σ_{QIs} Σ_{j∈S} log2 Y."""
         total = 0.0
         for qi, lv in enumerate(res.levels):
+            w = self.model.weight(qi)
             for i in range(self.n):
-                total -= math.log2(self._x(i, qi, lv))
+                total -= w * math.log2(self._x(i, qi, lv))
             for i in res.suppressed_rows:
-                total -= math.log2(self._y(i, qi, lv, res.suppressed_rows))
+                total -= w * math.log2(self._y(i, qi, lv, res.suppressed_rows))
         return total
 
     def m_nonuniform_entropy_monotonic(self, res: NodeResult) -> float:
         """Eq. 2.29 / 3.2 alone: −Σ_cells log2 X over all rows, suppression not charged (monotone)."""
-        return -sum(math.log2(self._x(i, qi, lv)) for qi, lv in enumerate(res.levels) for i in range(self.n))
+        return -sum(self.model.weight(qi) * math.log2(self._x(i, qi, lv))
+                    for qi, lv in enumerate(res.levels) for i in range(self.n))
 
     def m_entropy(self, res: NodeResult) -> float:
         """Eq. 2.27 (−Σ X log2 X) plus the analogous suppression term −Σ Y log2 Y (engine's extension)."""
         total = 0.0
         for qi, lv in enumerate(res.levels):
+            w = self.model.weight(qi)
             for i in range(self.n):
                 x = self._x(i, qi, lv)
-                total -= x * math.log2(x)
+                total -= w * x * math.log2(x)
             for i in res.suppressed_rows:
                 y = self._y(i, qi, lv, res.suppressed_rows)
-                total -= y * math.log2(y)
+                total -= w * y * math.log2(y)
         return total
 
     # -- dissertation-literal variants (see module docstring) -------------------------

@@ -39,8 +39,8 @@ class RecordingChecker(Checker):
         self.checks += 1
         return self.inner.evaluate(levels)
 
-    def failing_classes(self, stats):
-        return self.inner.failing_classes(stats)
+    def failing_classes(self, stats, codes=None):
+        return self.inner.failing_classes(stats, codes)
 
 
 def test_search_runs_against_any_checker():

@@ -165,6 +165,7 @@ def local_statistics(structure: Structure) -> Statistics:
         histograms_total={a: value_counts(c, grouper.sensitive_sizes[a]) for a, c in grouper.sensitive_codes.items()},
         sensitive_code_maps=structure.sensitive_code_maps,
         subset_total=None if subset is None else int(subset.sum()),
+        sensitive_values={a: list(table.dictionaries[table.column_index(a)]) for a in grouper.sensitive_codes},
     )
     cards = []
     for i, cm in enumerate(structure.code_maps):
@@ -241,7 +242,7 @@ def local_checker(structure: Structure, statistics: Statistics) -> LocalChecker:
     """The checker over in-memory class statistics."""
     config = structure.config
     criteria = build_criteria(config)
-    metric = build_metric(config.metric, statistics.metric)
+    metric = build_metric(config.metric, statistics.metric, config.metric_weights())
     return LocalChecker(structure.grouper, criteria, metric, config.suppression, statistics.criteria)
 
 
@@ -303,7 +304,7 @@ def materialize(
         raise ValueError("materialize needs a checker that can name failing classes")
     if classes is None:
         classes = prep.grouper.group_rows(levels, keep_rows=True)
-    failing = np.asarray(judge.failing_classes(classes.stats), dtype=bool)
+    failing = np.asarray(judge.failing_classes(classes.stats, classes.codes), dtype=bool)
     suppressed = failing[classes.row_class] if failing.any() else np.zeros(prep.table.n_rows, dtype=bool)
     kept = classes.count - int(failing.sum())
     return generalize(prep, levels, suppressed), suppressed, kept

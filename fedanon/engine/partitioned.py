@@ -146,7 +146,7 @@ def anonymize_partitioned(
         searched = time.perf_counter()
         levels = lattice.node_levels(outcome.node)
         optimum, _ = grouper.classes(levels)
-        failing = np.asarray(checker.failing_classes(optimum.stats), dtype=bool)
+        failing = np.asarray(checker.failing_classes(optimum.stats, optimum.codes), dtype=bool)
         radices = grouper.key_shape(levels)[0]
         if not key_span(radices)[1]:
             raise InputError("the optimum's classes have no exact 62-bit key; suppression on the workers needs one")

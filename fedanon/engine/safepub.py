@@ -209,7 +209,7 @@ def release_sample(
     failing = sizes < k
     suppressed = failing[classes.row_class]
     output = generalize(structure, levels, suppressed)
-    metric = build_metric(config.metric, local_statistics(structure).metric)
+    metric = build_metric(config.metric, local_statistics(structure).metric, config.metric_weights())
     loss = float(metric.loss(levels, classes, failing))
     charged = scorer.loss(levels)
     dp: dict[str, Any] = {

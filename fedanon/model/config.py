@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from fedanon.errors import InputError
-from fedanon.model.metrics.registry import metric_names
+from fedanon.model.metrics.registry import metric_names, metric_type
 from fedanon.model.registry import PrivacyModel, model_type, model_types
 
 DEFAULT_METRIC = "nonuniform-entropy"
@@ -34,11 +34,13 @@ class AnonymizationConfig:
 
     def __init__(self, quasi_identifiers: Iterable[str], k: int = 1, suppression: float = 0.0,
                  metric: str = DEFAULT_METRIC, models: Iterable[PrivacyModel] = (),
-                 **by_key: PrivacyModel | None) -> None:
+                 weights: Mapping[str, float] | None = None, **by_key: PrivacyModel | None) -> None:
         self.quasi_identifiers = list(quasi_identifiers)
         self.k = k
         self.suppression = suppression
         self.metric = metric
+        # attribute weights of the metric (ARX's), QI -> weight; QIs not named weigh 1; None = none
+        self.weights: dict[str, float] | None = None if weights is None else dict(weights)
         self.models: list[PrivacyModel] = list(models)
         types = model_types()
         for key, model in by_key.items():
@@ -63,7 +65,8 @@ class AnonymizationConfig:
 
     def __repr__(self) -> str:
         return (f"AnonymizationConfig(quasi_identifiers={self.quasi_identifiers!r}, k={self.k!r}, "
-                f"suppression={self.suppression!r}, metric={self.metric!r}, models={self.models!r})")
+                f"suppression={self.suppression!r}, metric={self.metric!r}, models={self.models!r}"
+                + (f", weights={self.weights!r})" if self.weights is not None else ")"))
 
     def validate(self) -> "AnonymizationConfig":
         """Raise InputError naming the offending setting and value; return the config, marked valid.
@@ -83,6 +86,7 @@ class AnonymizationConfig:
             raise InputError(f"suppression must be a fraction in [0, 1), got {s!r}")
         if self.metric not in metric_names():
             raise InputError(f"unknown metric {self.metric!r}; choose one of: {', '.join(metric_names())}")
+        self._validate_weights()
         for model in self.models:
             if model.uses_sensitive and getattr(model, "attribute", None) in qis:
                 raise InputError(f"sensitive attribute {model.attribute!r} is also a quasi-identifier")  # type: ignore[attr-defined]
@@ -108,6 +112,39 @@ class AnonymizationConfig:
         one built directly in Python code still is."""
         return self if self.validated else self.validate()
 
+    def _validate_weights(self) -> None:
+        if self.weights is None:
+            return
+        if not isinstance(self.weights, dict):
+            raise InputError(f"weights must map quasi-identifiers to numbers, got {self.weights!r}")
+        unknown = sorted(str(q) for q in self.weights if q not in self.quasi_identifiers)
+        if unknown:
+            raise InputError(f"weight for {', '.join(unknown)}, which is not a quasi-identifier "
+                             f"({', '.join(self.quasi_identifiers)})")
+        for q, w in self.weights.items():
+            if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or w < 0:
+                raise InputError(f"weight of {q!r} must be a finite number >= 0, got {w!r}")
+        if not any(self.weight_vector()):
+            raise InputError("attribute weights are all 0: at least one quasi-identifier must weigh more")
+        if not metric_type(self.metric).uses_weights:
+            users = ", ".join(name for name in metric_names() if metric_type(name).uses_weights)
+            raise InputError(f"metric {self.metric!r} cannot use attribute weights (its loss is not a sum over "
+                             f"the quasi-identifiers); metrics that can: {users}")
+
+    def weight_vector(self) -> list[float]:
+        """The weight of each QI in QI order (1 where none is given)."""
+        given = self.weights or {}
+        return [float(given.get(q, 1.0)) for q in self.quasi_identifiers]
+
+    def metric_weights(self) -> list[float] | None:
+        """The weights a metric applies, scaled to average 1 (so equal weights are no weights), in
+        QI order; None without weights."""
+        if self.weights is None:
+            return None
+        raw = self.weight_vector()
+        total = math.fsum(raw)
+        return [w * len(raw) / total for w in raw]
+
     @property
     def sensitive_attributes(self) -> list[str]:
         out: list[str] = []
@@ -126,12 +163,15 @@ class AnonymizationConfig:
         out: dict[str, Any] = {name: getattr(self, name) for name in FIELDS}
         out["quasi_identifiers"] = list(self.quasi_identifiers)
         out["models"] = [{"model": m.key, **m.to_dict()} for m in self.models]
+        if self.weights is not None:
+            out["weights"] = dict(self.weights)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AnonymizationConfig":
         d = dict(d)
         try:
+            weights = d.pop("weights", None)
             models = []
             for entry in d.pop("models", None) or []:
                 entry = dict(entry)
@@ -144,6 +184,6 @@ class AnonymizationConfig:
             unknown = sorted(set(d) - set(FIELDS))
             if unknown:
                 raise InputError(f"malformed anonymization config: unknown key(s) {', '.join(unknown)}")
-            return cls(quasi_identifiers=list(d.pop("quasi_identifiers")), models=models, **d)
+            return cls(quasi_identifiers=list(d.pop("quasi_identifiers")), models=models, weights=weights, **d)
         except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"malformed anonymization config: {exc}") from None

@@ -27,6 +27,9 @@ class CriterionContext:
     histograms_total: dict[str, np.ndarray] = field(default_factory=dict)
     sensitive_code_maps: dict[str, np.ndarray] = field(default_factory=dict)
     subset_total: int | None = None
+    # per sensitive attribute, its values by code (plaintext only: a model that names values of
+    # the attribute, e.g. LKC-privacy's sensitive set, finds their codes here)
+    sensitive_values: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 class Criterion(ABC):
@@ -56,6 +59,11 @@ class Criterion(ABC):
     # risk, a ratio over all kept classes): `enforce` then names the classes to suppress, after
     # the class-by-class criteria have named theirs, and `classes_ok` is not consulted.
     release_level: bool = False
+    # A release-level criterion that also reads the generalized QI codes of every class of the
+    # node (LKC-privacy projects the classes onto subsets of the QIs): the judge hands them to
+    # `enforce_classes`. A checker that never sees class codes (Protocol C's key holder) cannot
+    # judge it; that protocol refuses such a model before data moves.
+    needs_codes: bool = False
 
     def prepare(self, context: CriterionContext) -> None:
         """Receive global information once before the search starts."""
@@ -67,6 +75,14 @@ class Criterion(ABC):
         any case); the answer must contain them. It must depend on the multiset of classes only,
         never on their order (a key holder sees them permuted)."""
         return failing
+
+    def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
+                        limit: int | None = None) -> np.ndarray:
+        """`enforce` with the node's whole class table: statistics and, where `needs_codes`, the
+        generalized QI codes (classes x QIs). The default reads the sizes only. `limit`: the
+        answer may stop short once the classes it names hold more than `limit` rows (the node
+        then fails in any case); None asks for the exact set."""
+        return self.enforce(stats.sizes, failing)
 
     @abstractmethod
     def classes_ok(self, stats: ClassStats) -> np.ndarray:

@@ -129,6 +129,18 @@ class PrivacyModel:
         Class-by-class models leave it alone."""
         return None
 
+    def records_violation(self, qis: list[str], records: list[tuple[tuple[bytes, ...], dict[str, bytes]]]
+                          ) -> str | None:
+        """The verifier's check of a model judged on the released rows themselves (e.g.
+        LKC-privacy, on their projections onto a few QIs): per released row its QI cells (in the
+        order of `qis`) and its raw sensitive values by attribute. Why it fails, or None."""
+        return None
+
+    def distributed_problem(self) -> str | None:
+        """Why this setting cannot run in a distributed protocol, or None. Every protocol asks
+        before any data moves (a refusal then costs nothing)."""
+        return None
+
     def describe(self) -> str:
         """A short human-readable name with parameters, e.g. "recursive-(4,3)-diversity"."""
         return self.key

@@ -221,6 +221,12 @@ def verify_anonymized(
         why = model.release_violation(sizes, table_rows=n)
         if why:
             problems.append(f"release: {why}")
+    records = [(tuple(out[r][col[q]] for q in qis), {a: raw[r][col[a]] for a in sensitive})
+               for r in range(n) if released[r]]
+    for model in models:
+        why = model.records_violation(qis, records)
+        if why:
+            problems.append(f"release: {why}")
     return problems
 
 

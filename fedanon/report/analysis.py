@@ -235,6 +235,9 @@ def _describe(config: AnonymizationConfig) -> list[str]:
     out = [f"{config.k}-anonymity"] if config.k > 1 else []
     out.extend(model.describe() for model in config.models)
     out.append(f"suppression limit {config.suppression:g}")
+    if config.weights is not None:
+        out.append("attribute weights " + ", ".join(f"{q}={w:g}" for q, w in
+                                                     zip(config.quasi_identifiers, config.weight_vector())))
     return out
 
 

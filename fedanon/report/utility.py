@@ -22,7 +22,7 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import Classes
 from fedanon.stats.keys import value_counts
 from fedanon.data.hierarchy import Hierarchy
-from fedanon.model.metrics.registry import build_metric
+from fedanon.model.metrics.registry import build_metric, metric_type
 from fedanon.engine.result import AnonymizationResult
 from fedanon.data.table import EncodedTable
 from fedanon.data.builders.intervals import nice_width
@@ -68,7 +68,8 @@ def metric_scores(table: EncodedTable, hierarchies: Mapping[str, Hierarchy], con
     failing = suppressed_classes(at_opt, np.asarray(result.suppressed, dtype=bool))
     out: dict[str, Any] = {}
     for name in METRICS:
-        metric = build_metric(name, ctx)
+        # the run's attribute weights apply to every metric that can use them
+        metric = build_metric(name, ctx, config.metric_weights() if metric_type(name).uses_weights else None)
         low = metric.loss(bottom, at_bottom, np.zeros(at_bottom.count, dtype=bool))
         high = metric.loss(top, at_top, np.ones(at_top.count, dtype=bool))
         value = metric.loss(levels, at_opt, failing)

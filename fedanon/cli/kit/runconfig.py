@@ -92,6 +92,9 @@ def add_privacy_arguments(parser: argparse.ArgumentParser, *, with_config: bool 
                    help="fraction of rows that may be suppressed, in [0, 1) (default 0)")
     g.add_argument("--metric", default=None, metavar="NAME",
                    help=f"information-loss metric: {', '.join(metric_names())} (default {DEFAULT_METRIC})")
+    g.add_argument("--weight", action="append", default=None, metavar="QI=W",
+                   help="weight of a quasi-identifier in the information-loss metric (repeat; QIs not named "
+                        "weigh 1; metrics that sum over the QIs only, e.g. loss, precision, entropy, height)")
     g.add_argument("--insensitive", action="append", default=None, metavar="NAME",
                    help="a column released unchanged (repeat). Columns given no role (not a QI, "
                         "sensitive, insensitive or aggregated) are identifying and are removed from the output")
@@ -128,6 +131,19 @@ def parse_qi(text: str, base: Path | None = None) -> tuple[str, Path]:
     if not sep or not name.strip() or not path.strip():
         raise InputError(f"--qi {text!r}: expected NAME=HIERARCHY.csv")
     return name.strip(), _resolve(path.strip(), base)
+
+
+def parse_weights(texts: list[str]) -> dict[str, float]:
+    """`--weight QI=W` flags as QI -> weight (the config checks the QIs and values)."""
+    out: dict[str, float] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError(f"--weight {text!r}: expected QI=WEIGHT, e.g. age=2")
+        if name.strip() in out:
+            raise InputError(f"--weight {name.strip()} given twice")
+        out[name.strip()] = _float(value.strip(), f"--weight {text!r}")
+    return out
 
 
 def parse_sensitive(text: str, base: Path | None = None) -> tuple[str, Path | None]:
@@ -180,7 +196,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 _BASE_TOML_KEYS = {"input", "output", "report", "delimiter", "k", "suppression", "metric", "qi",
                    "sensitive", "drop_suppressed", "insensitive", "encoding", "hierarchy_delimiter",
-                   "aggregate"}
+                   "aggregate", "weights"}
 
 
 def toml_keys() -> set[str]:
@@ -235,6 +251,12 @@ def _toml_settings(doc: dict[str, Any], source: Path, strict: bool = True) -> di
             raise InputError(f"{source}: [aggregate] must be a table of NAME = \"FUNCTION\" "
                              f"({', '.join(FUNCTIONS)}), e.g. age = \"mean\"")
         out["aggregate"] = [(str(name), str(function), str(source)) for name, function in table.items()]
+    if "weights" in doc:
+        weights = doc["weights"]
+        if not isinstance(weights, dict) or not all(isinstance(w, (int, float)) and not isinstance(w, bool)
+                                                    for w in weights.values()):
+            raise InputError(f"{source}: [weights] must be a table of QI = number, e.g. age = 2")
+        out["weights"] = {str(q): float(w) for q, w in weights.items()}
     if "qi" in doc:
         qi = doc["qi"]
         if not isinstance(qi, dict):
@@ -274,6 +296,8 @@ def _merged_settings(args: argparse.Namespace, strict: bool = True) -> dict[str,
         settings["insensitive"] = list(args.insensitive)
     if getattr(args, "aggregate", None):
         settings["aggregate"] = [parse_aggregate(text) for text in args.aggregate]
+    if getattr(args, "weight", None):
+        settings["weights"] = parse_weights(args.weight)
     for key in ("k", "suppression", "metric", "delimiter", "hierarchy_delimiter", "encoding"):
         value = getattr(args, key, None)
         if value is not None:
@@ -346,7 +370,7 @@ def _privacy_from_settings(settings: dict[str, Any]) -> PrivacySpec:
             raise InputError(f"--sensitive {name} given but no privacy model uses it ({users})")
 
     config = AnonymizationConfig(quasi_identifiers=names, k=k, suppression=suppression, metric=metric,
-                                 models=models)
+                                 models=models, weights=settings.get("weights"))
     config.validate()
     return PrivacySpec(config, hierarchy_paths, sensitive, subset_path)
 

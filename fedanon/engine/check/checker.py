@@ -29,7 +29,8 @@ class NodeEvaluation:
     anonymous: bool  # satisfies the models with at most the allowed suppression
     anonymous_strict: bool  # satisfies them with no suppression at all
     # rows of failing classes -- where `implied_k_ok` is False only those of the classes below
-    # the implied size (a lower bound: the models themselves were not asked)
+    # the implied size (a lower bound: the models themselves were not asked); a lower bound too
+    # where a release-level criterion stopped once more rows than the limit failed
     suppressed_rows: int
     classes: int  # classes that are kept (not suppressed); an upper bound where implied_k_ok is False
     loss: float
@@ -106,18 +107,30 @@ class ClassJudge:
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
         self.implied_k = max([c.min_class_size for c in criteria] + [1])
 
-    def failing_classes(self, stats: ClassStats) -> np.ndarray:
+    def failing_classes(self, stats: ClassStats, codes: np.ndarray | None = None,
+                        limit: int | None = None) -> np.ndarray:
         """Which classes fail some criterion (they are suppressed in the output): those a
-        class-by-class criterion rejects, then those a release-level criterion adds."""
+        class-by-class criterion rejects, then those the release-level criteria add. `codes`:
+        the classes' generalized QI codes, for a criterion that `needs_codes`. Several
+        release-level criteria are asked in turn until none adds a class (each only adds, so
+        this ends), so that the kept classes satisfy all of them together. `limit`: a
+        release-level criterion may stop once more rows than that fail (a judge only needs to
+        know the node fails); the exact set, as the output needs it, without."""
         if len(self.criteria) == 1 and not self.criteria[0].release_level:
             return ~np.asarray(self.criteria[0].classes_ok(stats), dtype=bool)
         failing = np.zeros(stats.sizes.shape[0], dtype=bool)
         for c in self.criteria:
             if not c.release_level:
                 failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
-        for c in self.criteria:
-            if c.release_level:
-                failing = np.asarray(c.enforce(stats.sizes, failing), dtype=bool)
+        release = [c for c in self.criteria if c.release_level]
+        while release:
+            before = int(failing.sum())
+            for c in release:
+                if c.needs_codes and codes is None:
+                    raise ValueError(f"{c.describe()} is judged on the classes' QI codes, which this checker lacks")
+                failing = np.asarray(c.enforce_classes(stats, codes, failing, limit), dtype=bool)
+            if len(release) == 1 or int(failing.sum()) == before:
+                break
         return failing
 
     def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
@@ -136,7 +149,7 @@ class ClassJudge:
                 classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
                 bound=self.metric.class_bound(levels, classes),
             )
-        failing = self.failing_classes(classes.stats)
+        failing = self.failing_classes(classes.stats, classes.codes, self.suppression_limit)
         suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
         anonymous = suppressed <= self.suppression_limit
         loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf
@@ -177,8 +190,8 @@ class LocalChecker(Checker):
     def rollups(self) -> int:  # type: ignore[override]
         return self.grouper.rollups
 
-    def failing_classes(self, stats: ClassStats) -> np.ndarray:
-        return self.class_judge.failing_classes(stats)
+    def failing_classes(self, stats: ClassStats, codes: np.ndarray | None = None) -> np.ndarray:
+        return self.class_judge.failing_classes(stats, codes)
 
     def judge(self, levels: tuple[int, ...], classes: Classes) -> NodeEvaluation:
         return self.class_judge.judge(levels, classes)

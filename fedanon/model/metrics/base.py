@@ -19,6 +19,9 @@ Traits the protocols and baselines read (instead of keeping their own lists of n
     needs one extra round per check that suppresses at an anonymous node);
   * `has_baseline`: the loss can be evaluated on a table each party recoded on its own (the
     §4.3 anonymize-then-integrate baselines);
+  * `uses_weights`: the loss is a sum (or mean) of one term per quasi-identifier, so ARX's
+    attribute weights apply: each QI's term is multiplied by its weight (scaled to average 1 by
+    the config, so equal weights give the unweighted loss). A metric without it refuses weights;
   * `needs_class_values`: a class's share of the loss depends on its generalized values, not only on
     its size and the node's levels (Protocol C's key holder, which never sees a class's values, can
     judge such a metric only through a per-class weight channel; `loss` has one).
@@ -61,12 +64,19 @@ class Metric:
     charges_suppressed_values = False
     has_baseline = True
     needs_class_values = False
+    uses_weights = False
     monotone_without_suppression = True
     monotone_with_suppression = False
 
-    def __init__(self, ctx: MetricContext) -> None:
+    def __init__(self, ctx: MetricContext, weights: Sequence[float] | None = None) -> None:
         self.ctx = ctx
         self.q = len(ctx.heights)
+        if weights is not None and not self.uses_weights:
+            raise ValueError(f"metric {self.name!r} cannot use attribute weights")
+        if weights is not None and len(weights) != self.q:
+            raise ValueError(f"{len(weights)} weights for {self.q} quasi-identifiers")
+        #: each QI's factor in the loss (1.0 each without weights)
+        self.weights = [1.0] * self.q if weights is None else [float(w) for w in weights]
 
     # per-QI per-level table whose sum over QIs is the static bound; None = no bound
     def _bound_table(self) -> list[np.ndarray] | None:

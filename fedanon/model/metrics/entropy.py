@@ -13,10 +13,15 @@ from fedanon.model.metrics.registry import register_metric
 class _EntropyBase(Metric):
     """Shared machinery of the entropy metrics (§2.6.6, §3.6.2).
 
+    A sum of one term per QI (over all rows, plus the suppressed rows' term): attribute weights
+    scale each QI's terms.
+
     The part over all rows depends only on per-level value cardinalities, which are
     static (§3.6.2); suppression adds the loss of generalizing the suppressed rows
     from their current state to the root, computed from the suppressed classes only.
     """
+
+    uses_weights = True
 
     def _term(self, orig: np.ndarray, gen: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -27,7 +32,7 @@ class _EntropyBase(Metric):
         def cell(i: int, level: int) -> float:
             card0 = ctx.cardinalities[i][0].astype(np.float64)
             gen = ctx.cardinalities[i][level][ctx.level0_to_level[i][level]].astype(np.float64)
-            return fsum(self._term(card0, gen))
+            return self.weights[i] * fsum(self._term(card0, gen))
 
         return self._per_level_table(cell)
 
@@ -50,11 +55,11 @@ class _EntropyBase(Metric):
         counts -- Protocol C's key holder, never the classes' values -- adds exactly the same.
         """
         extra = []
-        for counts in marginals:
+        for weight, counts in zip(self.weights, marginals):
             counts = np.asarray(counts, dtype=np.float64)
             total = float(counts.sum())
             counts = counts[counts > 0]
-            extra.append(fsum(self._term(counts, np.full_like(counts, total))))
+            extra.append(weight * fsum(self._term(counts, np.full_like(counts, total))))
         return math.fsum(extra)
 
 

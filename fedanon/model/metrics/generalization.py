@@ -16,15 +16,16 @@ class Height(Metric):
 
     name = "height"
     monotone_with_suppression = True
+    uses_weights = True
 
     def _bound_table(self) -> list[np.ndarray]:
-        return [np.arange(h, dtype=np.float64) for h in self.ctx.heights]
+        return [w * np.arange(h, dtype=np.float64) for w, h in zip(self.weights, self.ctx.heights)]
 
     def static_loss(self, levels):
-        return float(sum(levels))
+        return math.fsum(w * level for w, level in zip(self.weights, levels))
 
     def loss(self, levels, classes, failing):
-        return float(sum(levels))
+        return self.static_loss(levels)
 
 
 def _relative_levels(heights: list[int]) -> list[np.ndarray]:
@@ -37,12 +38,14 @@ class PrecisionStar(Metric):
 
     name = "precision-star"
     monotone_with_suppression = True
+    uses_weights = True
 
     def _bound_table(self):
-        return [t / self.q for t in _relative_levels(self.ctx.heights)]
+        return [w * t / self.q for w, t in zip(self.weights, _relative_levels(self.ctx.heights))]
 
     def static_loss(self, levels):
-        return math.fsum(float(t[l]) for t, l in zip(_relative_levels(self.ctx.heights), levels)) / self.q
+        return math.fsum(w * float(t[l]) for w, t, l in
+                         zip(self.weights, _relative_levels(self.ctx.heights), levels)) / self.q
 
     def loss(self, levels, classes, failing):
         return self.static_loss(levels)
@@ -59,7 +62,8 @@ class Precision(PrecisionStar):
         n = self.ctx.n_rows
         s = self._suppressed_rows(classes, failing)
         per_row = self.static_loss(levels)
-        return ((n - s) * per_row + s * 1.0) / n
+        # a suppressed row's cells count 1 each: weighted, sum(w) / q = 1 (weights average 1)
+        return ((n - s) * per_row + s * math.fsum(self.weights) / self.q) / n
 
 
 @register_metric
@@ -68,6 +72,7 @@ class Loss(Metric):
 
     name = "loss"
     needs_class_values = True
+    uses_weights = True
 
     def _bound_table(self):
         """Per QI and level: the LM share of all rows, from static cardinalities."""
@@ -76,7 +81,7 @@ class Loss(Metric):
         def cell(i: int, level: int) -> float:
             card0 = ctx.cardinalities[i][0].astype(np.float64)
             frac = ctx.leaf_fraction[i][level][ctx.level0_to_level[i][level]]
-            return fsum(card0 * frac) / (ctx.n_rows * self.q)
+            return self.weights[i] * fsum(card0 * frac) / (ctx.n_rows * self.q)
 
         return self._per_level_table(cell)
 
@@ -92,6 +97,6 @@ class Loss(Metric):
         removed = []
         for i, l in enumerate(levels):
             frac = ctx.leaf_fraction[i][l][classes.codes[failing, i]]
-            removed.append(fsum(sizes * frac))
+            removed.append(self.weights[i] * fsum(sizes * frac))
         s = float(sizes.sum())
-        return base + (s * self.q - math.fsum(removed)) / (ctx.n_rows * self.q)
+        return base + (s * math.fsum(self.weights) - math.fsum(removed)) / (ctx.n_rows * self.q)

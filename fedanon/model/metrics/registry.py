@@ -8,7 +8,7 @@ here. As for privacy models, the registry finds the metric modules by scanning i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Sequence, TypeVar
 
 from fedanon.errors import InputError
 from fedanon.kit.discovery import import_submodules
@@ -52,8 +52,9 @@ def metric_type(name: str) -> "type[Metric]":
     return types[name]
 
 
-def build_metric(name: str, ctx: "MetricContext") -> "Metric":
-    return metric_type(name)(ctx)
+def build_metric(name: str, ctx: "MetricContext", weights: "Sequence[float] | None" = None) -> "Metric":
+    """The metric `name` over `ctx`; `weights`: one factor per QI (a metric with `uses_weights`)."""
+    return metric_type(name)(ctx, weights) if weights is not None else metric_type(name)(ctx)
 
 
 def __getattr__(name: str) -> object:

@@ -102,6 +102,10 @@ def check_supported(config: AnonymizationConfig) -> None:
             reason = "it is not among the metrics Protocol C's registry entry lists"
         raise InputError(f"Protocol C does not support metric {config.metric!r}: {reason}; "
                          f"choose one of {', '.join(COUNTED_METRICS)}")
+    for criterion in build_criteria(config):
+        if criterion.needs_codes:
+            raise InputError(f"Protocol C does not support {criterion.describe()}: it is judged on the classes' "
+                             "QI values, which C's key holder never sees beside the class sizes")
 
 
 @dataclass
@@ -410,7 +414,8 @@ class CountJudge:
         self.level_sizes: list[list[int]] = []
         metric_context = self._entropy_context(parts, control) if config.metric in ENTROPY_METRICS else \
             self._metric_context(None, None)
-        self.judge = ClassJudge(criteria, build_metric(config.metric, metric_context), config.suppression, context)
+        self.judge = ClassJudge(criteria, build_metric(config.metric, metric_context, config.metric_weights()),
+                                config.suppression, context)
         self.marginal_rounds = config.metric in SUPPRESSION_MARGINAL_METRICS and self.judge.suppression_limit > 0
         self.screen = config.metric in SCREENED_METRICS and self.judge.implied_k > 1
         self._pending: tuple[tuple[int, ...], Classes, int] | None = None
@@ -546,7 +551,8 @@ class CountJudge:
         if self.metric_kind == "loss":
             weights = _array(parts, "weights", "f8", "check request").reshape(n, len(levels))[live]
             classes.codes = np.tile(np.arange(classes.count, dtype=np.int32)[:, None], (1, len(levels)))
-            self.judge.metric = build_metric("loss", self._metric_context(true.sizes, weights))
+            self.judge.metric = build_metric("loss", self._metric_context(true.sizes, weights),
+                                             self.config.metric_weights())
         if self.marginal_rounds:
             failing = self.judge.failing_classes(true)
             suppressed = int(true.sizes[failing].sum())

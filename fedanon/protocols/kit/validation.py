@@ -130,6 +130,7 @@ def check_schemas(distribution: str, config: AnonymizationConfig, hellos: dict[s
     parties = list(hellos)
     for party, hello in hellos.items():
         errors.extend(hello.get("local_errors") or [])
+    errors.extend(p for p in (model.distributed_problem() for model in config.models) if p)
     required = list(config.quasi_identifiers) + [a for a in config.sensitive_attributes if a not in config.quasi_identifiers]
     needed = needed_hierarchies(config)
     delta = config.needs_subset

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main as cli_main
@@ -196,6 +196,7 @@ def test_known_bad_files_give_one_short_line_and_exit_2(tmp_path: Path, capsys, 
 @FUZZ
 @given(blob=st.binary(max_size=300) | mutated(codec.encode_table_parts(["a"], __import__("numpy").zeros((2, 1), "int32"),
                                                                      [[b"x"]])))
+@example(blob=b'\x1d FTB2\x02\x00\x00\x00\x01\r\x040\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x01\x00\x00')
 def test_payload_decoders_raise_protocol_errors_only(blob: bytes) -> None:
     for decode in (lambda b: codec.unpack_message(b, "m"), lambda b: codec.decode_table(b, "t"),
                    lambda b: codec.decode_hierarchy(b, "h"), decode_result, lambda b: codec.decode_flags(b, "f")):

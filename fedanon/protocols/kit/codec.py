@@ -35,7 +35,7 @@ import snappy
 
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.errors import ProtocolError
+from fedanon.errors import HierarchyError, ProtocolError
 
 _TABLE_MAGIC = b"FTB2"
 _CODE_TYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -251,7 +251,10 @@ def decode_hierarchy(blob: bytes, what: str = "hierarchy") -> Hierarchy:
     attribute = table.columns[0].split("\x00", 1)[0]
     if table.n_rows == 0:
         raise ProtocolError(f"corrupt {what}: hierarchy of {attribute!r} has no rows")
-    return Hierarchy.from_rows(attribute, table.decode_rows(), source=f"{what} of {attribute!r}")
+    try:
+        return Hierarchy.from_rows(attribute, table.decode_rows(), source=f"{what} of {attribute!r}")
+    except HierarchyError as exc:  # a malformed tree from a peer is a protocol fault, not the user's input
+        raise ProtocolError(f"corrupt {what}: {str(exc)[:300]}") from None
 
 
 def pack_message(parts: Mapping[str, bytes]) -> bytes:

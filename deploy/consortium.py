@@ -3,6 +3,7 @@
 
     deploy/netns-consortium.sh [--protocol A|B|C] [--split horizontal|vertical] [--rate RATE]
                                [--parties N] [--cut PARTY [--cut-at PHASE]] [--json OUT] OUTDIR
+    deploy/netns-consortium.sh --layout LAYOUT.toml [--protocol A|B|C] [...] OUTDIR
 
 Why: every other run puts all parties on 127.0.0.1. Here each primary, the helper (when
 the protocol's spec says it needs one) and the coordinator get their own network
@@ -10,12 +11,15 @@ namespace and address on a bridge (`netlab.NetLab`), optionally with every link
 rate-limited (`--rate 100mbit` = the dissertation's Fast Ethernet, `--rate 10mbit` a slow
 WAN). Certificates are issued for those addresses, each daemon is started inside its
 namespace (`fedanon party serve`), the coordinator runs `fedanon run` inside its own, and
-the result is compared with the centralized anonymization of the pooled data. The last
+the result is compared with the centralized anonymization of the pooled data. With
+`--layout LAYOUT.toml` (a hybrid layout whose parties hold ADULT's columns by person rules,
+docs/protocols/hybrid.md) the layout's parties replace p1..pN, each in its own namespace with
+its own data file, and the reference is the centralized anonymization of the joined table. The last
 line starts with `OK` when they are equal; exit status 0 (OK), 1 (run failed or result
 differs), 2 (bad arguments), 3 (network namespaces unavailable here).
 
 OUTDIR keeps everything for inspection: ca/ (run CA and certificates), <party>.toml,
-<party>.csv, run.toml, logs/<party>.log and logs/coordinator.log, result.csv,
+<party>.csv (a hybrid party's: the identifier column and its columns), run.toml, logs/<party>.log and logs/coordinator.log, result.csv,
 report.json. `--cut PARTY` pulls that party's cable (`ip link set ... down` on its bridge
 port) when its daemon logs the start of phase `--cut-at` (default encrypt): the run must
 then stop everywhere with an error naming it.
@@ -44,11 +48,14 @@ import fedanon  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv, write_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
+from fedanon.data.layout import Layout, check_against_columns, parse_layout  # noqa: E402
+from fedanon.errors import InputError  # noqa: E402
 from fedanon.parties.pki import certs# noqa: E402
 from fedanon.parties.config import (  # noqa: E402
     DataConfig, Limits, PartyConfig, RunConfig, RunPartyEntry, TlsFiles, party_config_dict, run_config_dict,
 )
 from fedanon.protocols.sim.equivalence import centralized, differences  # noqa: E402
+from fedanon.protocols.sim.hybrid import centralized_joined, split_hybrid  # noqa: E402
 from fedanon.protocols.sim.split import split_horizontal, split_vertical  # noqa: E402
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
@@ -98,7 +105,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("outdir", type=Path, metavar="OUTDIR", help="working directory (created; kept afterwards)")
     p.add_argument("--protocol", default="B", type=str.upper, help="A, B or C (default B)")
-    p.add_argument("--split", default="horizontal", choices=["horizontal", "vertical"])
+    p.add_argument("--split", default=None, choices=["horizontal", "vertical", "hybrid"],
+                   help="default horizontal; hybrid (the default with --layout) needs --layout")
+    p.add_argument("--layout", type=Path, default=None, metavar="LAYOUT.toml",
+                   help="a hybrid layout of ADULT's columns (person rules; its parties replace --parties), "
+                        "e.g. fedanon/data/adult/layout-2-1.toml")
     p.add_argument("--rate", default=None, help="shape every link, e.g. 100mbit or 10mbit (default: unshaped)")
     p.add_argument("--parties", type=int, default=3, help="number of primaries (default 3)")
     p.add_argument("--k", type=int, default=5, help="k-anonymity (default 5)")
@@ -116,17 +127,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # ----------------------------------------------------------------------------- preparation
 
-def party_names(parties: int, needs_helper: bool) -> list[str]:
-    return [f"p{i + 1}" for i in range(parties)] + ([HELPER] if needs_helper else [])
+def party_names(parties: int, needs_helper: bool, layout: Layout | None = None) -> list[str]:
+    primaries = list(layout.names) if layout is not None else [f"p{i + 1}" for i in range(parties)]
+    return primaries + ([HELPER] if needs_helper else [])
 
 
-def write_shares(outdir: Path, split: str, parties: int) -> tuple[list[str], list[list[str]], dict[str, DataConfig]]:
-    """Deal ADULT over the primaries, write one CSV each; returns the pooled table and data sections."""
+def load_layout(path: Path) -> Layout:
+    """The layout of a hybrid run, checked against ADULT before any namespace is made. Its parties
+    must hold ADULT's rows by person rules: with files of their own there is no pooled table here
+    to compare the result with."""
+    layout = parse_layout(path)
+    if HELPER in layout.names or COORDINATOR in layout.names:
+        raise InputError(f"{path}: a party may not be called {HELPER!r} or {COORDINATOR!r} here")
     columns, rows = read_table_csv(DATA / "adult.csv")
-    shares = split_horizontal(columns, rows, parties) if split == "horizontal" else split_vertical(columns, rows, parties)
+    unknown = [c for c in layout.columns if c not in columns]
+    if unknown:
+        raise layout.fail("columns", unknown[0], f"ADULT has no column {unknown[0]!r} (it has {', '.join(columns)})")
+    check_against_columns(layout, [c for c in columns if c in set(layout.columns)], len(rows))
+    return layout
+
+
+def write_shares(outdir: Path, split: str, parties: int,
+                 layout: Layout | None = None) -> tuple[list[str], list[list[str]], dict[str, DataConfig]]:
+    """Deal ADULT over the primaries (hybrid: its layout columns over the layout's parties), write one
+    CSV each; returns the pooled table and data sections."""
+    columns, rows = read_table_csv(DATA / "adult.csv")
+    if split == "hybrid":
+        assert layout is not None
+        keep = [i for i, c in enumerate(columns) if c in set(layout.columns)]
+        columns, rows = [columns[i] for i in keep], [[r[i] for i in keep] for r in rows]
+        shares = split_hybrid(columns, rows, layout)  # checks the layout against the columns first
+    elif split == "horizontal":
+        shares = split_horizontal(columns, rows, parties)
+    else:
+        shares = split_vertical(columns, rows, parties)
     data: dict[str, DataConfig] = {}
-    for i, share in enumerate(shares):
-        name = f"p{i + 1}"
+    for name, share in zip(party_names(parties, False, layout), shares):
         path = outdir / f"{name}.csv"
         write_table_csv(path, share.columns, share.rows)
         held = [c for c in share.columns if c != share.tid_column]
@@ -337,7 +373,20 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc), EXIT_USAGE)
     if args.parties < 2:
         return fail(f"--parties must be at least 2, got {args.parties}", EXIT_USAGE)
-    names = party_names(args.parties, topo.needs_helper)
+    layout = None
+    if args.layout is not None:
+        if args.split not in (None, "hybrid"):
+            return fail(f"--layout runs a hybrid split, not --split {args.split}", EXIT_USAGE)
+        args.split = "hybrid"
+        try:
+            layout = load_layout(args.layout)
+        except InputError as exc:
+            return fail(str(exc), EXIT_USAGE)
+    elif args.split == "hybrid":
+        return fail("--split hybrid needs --layout LAYOUT.toml", EXIT_USAGE)
+    args.split = args.split or "horizontal"
+    names = party_names(args.parties, topo.needs_helper, layout)
+    primaries = [n for n in names if n != HELPER]
     if args.cut is not None and args.cut not in names:
         return fail(f"--cut {args.cut!r} is not a party of this run ({', '.join(names)})", EXIT_USAGE)
     reason = unavailable_reason()
@@ -346,8 +395,12 @@ def main(argv: list[str] | None = None) -> int:
 
     outdir: Path = args.outdir
     outdir.mkdir(parents=True, exist_ok=True)
-    config = AnonymizationConfig(QIS, k=args.k, suppression=args.suppression, metric=args.metric)
-    columns, rows, data = write_shares(outdir, args.split, args.parties)
+    try:
+        columns, rows, data = write_shares(outdir, args.split, args.parties, layout)
+    except InputError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    qis = [q for q in QIS if q in columns]
+    config = AnonymizationConfig(qis, k=args.k, suppression=args.suppression, metric=args.metric)
     limits = Limits()
     try:
         with NetLab() as lab:
@@ -358,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
             run_toml = write_configs(lab, outdir, names, data, topo.protocol, args.split, config, limits,
                                      run_options(args.option))
             where = ", ".join(f"{n}={lab.hosts[n].address}" for n in names + [COORDINATOR])
-            print(f"consortium {lab.tag}: protocol {topo.protocol}, {args.split}, {args.parties} primaries"
+            print(f"consortium {lab.tag}: protocol {topo.protocol}, {args.split}"
+                  f"{f' ({args.layout.name})' if layout is not None else ''}, {len(primaries)} primaries"
                   f"{' + helper' if topo.needs_helper else ''}, links {args.rate or 'unshaped'}; {where}")
             start_daemons(lab, outdir, names)
             run = run_coordinator(lab, outdir, run_toml, args.timeout, args.cut, args.cut_at)
@@ -372,8 +426,10 @@ def main(argv: list[str] | None = None) -> int:
 
     report = json.loads((outdir / "report.json").read_text())
     out_columns, out_rows = read_table_csv(outdir / "result.csv")
-    hierarchies = {q: Hierarchy.read_csv(DATA / f"adult_hierarchy_{q}.csv", q) for q in QIS}
-    central = centralized(columns, rows, hierarchies, config)
+    hierarchies = {q: Hierarchy.read_csv(DATA / f"adult_hierarchy_{q}.csv", q) for q in qis}
+    # hybrid: the persons every column group holds, as a trusted party holding all files would join them
+    central = centralized_joined(columns, rows, layout, hierarchies, config) if layout is not None else \
+        centralized(columns, rows, hierarchies, config)
     transformation = next((r.get("transformation") for r in report.get("party_reports", {}).values()
                            if r.get("transformation")), None)
     problems = differences(central, transformation, out_columns, out_rows)
@@ -383,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                                       f"{args.rate or 'unshaped'}; payload/wire bytes sent by all parties)")
     if args.json:
         args.json.write_text(json.dumps({
-            "protocol": topo.protocol, "split": args.split, "rate": args.rate, "primaries": args.parties,
+            "protocol": topo.protocol, "split": args.split, "rate": args.rate, "primaries": len(primaries),
+            "layout": str(args.layout) if layout is not None else None,
             "helper": topo.needs_helper, "rows": len(rows), "equal_to_centralized": not problems,
             "transformation": transformation, "machine": platform.node(), "load": os.getloadavg(), **fig,
         }, indent=2) + "\n")
@@ -391,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         print("MISMATCH: " + "; ".join(problems))
         return EXIT_FAILED
     print(f"OK: protocol {topo.protocol} ({args.split}, {args.rate or 'unshaped'}) across {len(names) + 1} "
-          f"namespaces equals the centralized anonymization ({len(out_rows)} rows, transformation {transformation})")
+          f"namespaces equals the centralized anonymization"
+          f"{' of the joined table' if layout is not None else ''} ({len(out_rows)} rows, transformation "
+          f"{transformation})")
     return 0
 
 

@@ -10,8 +10,8 @@ from fedanon.data.layout import Layout, parse_layout
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.kit.api import RunSettings
 from fedanon.protocols.registry import protocol_spec
-from fedanon.protocols.sim.equivalence import centralized, differences
-from fedanon.protocols.sim.hybrid import joined_rows, split_hybrid
+from fedanon.protocols.sim.equivalence import differences
+from fedanon.protocols.sim.hybrid import centralized_joined, split_hybrid
 from fedanon.protocols.sim.local_run import LocalRun, run_in_memory
 from protocol_cases import MODELS, load
 
@@ -85,7 +85,7 @@ def hybrid_differences(layout: Layout, columns: list[str], rows: list[list[str]]
                        hierarchies: dict[str, Hierarchy], config: AnonymizationConfig,
                        transformation: dict | None, out_columns: list[str], out_rows: list[list[str]]) -> list[str]:
     """Differences from the engine on the joined plaintext table (empty: equivalent)."""
-    central = centralized(columns, joined_rows(columns, rows, layout), hierarchies, config)
+    central = centralized_joined(columns, rows, layout, hierarchies, config)
     return differences(central, transformation, out_columns, out_rows)
 
 

@@ -163,6 +163,52 @@ def test_harness_rejects_bad_arguments_with_exit_2(tmp_path: Path) -> None:
         assert done.stderr.startswith("netns-consortium: error:") and "Traceback" not in done.stderr
 
 
+# ---------------------------------------------------------------------------- hybrid layouts
+
+LAYOUT_2_2 = ROOT / "fedanon" / "data" / "adult" / "layout-2-2.toml"
+
+
+@needs_netns
+@pytest.mark.slow
+def test_hybrid_layout_across_namespaces_equals_the_joined_reference(tmp_path: Path) -> None:
+    """Two clinics, a census lacking every fourth person, a payroll office: each its own host and file."""
+    out = tmp_path / "run"
+    done = _consortium("--layout", str(LAYOUT_2_2), "--json", str(tmp_path / "fig.json"), str(out))
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[-1].startswith("OK: protocol B (hybrid, unshaped)") and "of the joined table" in lines[-1], lines
+    for party in ("clinic1", "clinic2", "census", "payroll", "helper"):
+        assert f"{party}=10.213.0." in lines[0], lines[0]
+    # each party's own file: the identifier and its columns, for the persons its rule gives it
+    header, rows = consortium.read_table_csv(out / "census.csv")
+    assert header == ["pid", "marital-status", "education"] and len(rows) == 30162 - 30162 // 4
+    assert consortium.read_table_csv(out / "payroll.csv")[0] == ["pid", "salary-class"]
+    # the release holds only persons every column group has: at most the census's three in four
+    assert len(consortium.read_table_csv(out / "result.csv")[1]) <= len(rows)
+    report = (out / "report.json").read_text()
+    assert "10.213.0." in report and "127.0.0.1" not in report
+    fig = consortium.json.loads((tmp_path / "fig.json").read_text())
+    assert fig["equal_to_centralized"] and fig["split"] == "hybrid" and fig["primaries"] == 4
+
+
+def test_harness_rejects_bad_hybrid_arguments_with_exit_2(tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('[[party]]\nname = "a"\ncolumns = ["sex", "height"]\npersons = "all"\n'
+                       '[[party]]\nname = "b"\ncolumns = ["race"]\npersons = "all"\n')
+    files = tmp_path / "files.toml"
+    files.write_text('[[party]]\nname = "a"\ncolumns = ["sex"]\ndata = "a.csv"\n'
+                     '[[party]]\nname = "b"\ncolumns = ["race"]\npersons = "all"\n')
+    for args, says in ((["--split", "hybrid"], "needs --layout"),
+                       (["--layout", str(LAYOUT_2_2), "--split", "vertical"], "not --split vertical"),
+                       (["--layout", str(unknown)], "'height'"),
+                       (["--layout", str(files)], "data file"),
+                       (["--layout", str(LAYOUT_2_2), "--cut", "p2"], "not a party")):
+        done = _consortium(*args, str(tmp_path / "out"))
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.startswith("netns-consortium: error:") and says in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 # ---------------------------------------------------------------------------- the compose setup
 
 def _compose_services() -> dict[str, dict]:

@@ -3,17 +3,21 @@
 With no arguments it takes the bundled ADULT data (30,162 rows, 8 quasi-identifiers),
 deals it over 3 primaries, starts them (and a helper where a protocol needs one) as
 daemons on 127.0.0.1 (real certificates, gRPC over mutual TLS), runs every anonymizing
-protocol of the registry horizontally and vertically, prints a line as each party starts
+protocol of the registry horizontally and vertically, and Protocol B on a bundled hybrid layout
+(two clinics hold rows of some columns, a registry the other columns of all their patients;
+docs/protocols/hybrid.md), prints a line as each party starts
 and ends each phase, the chosen transformation, the information loss and time/bytes per
 phase, and a summary table. It anonymizes the pooled plaintext centrally, in this process,
 and confirms that each secure run produced exactly that result (same transformation, same
-row multiset); the exit status is non-zero if not. That comparison is the whole point of the
+row multiset; a hybrid run, the central anonymization of the joined table); the exit status is
+non-zero if not. That comparison is the whole point of the
 protocols: the institutions get what a trusted third party would have produced.
 
 The daemons of one split start once and serve every protocol of that split (their data files
-are rewritten between runs): starting them per run cost more than the runs of A and B. The two
+are rewritten between runs): starting them per run cost more than the runs of A and B. The
 splits run side by side, each with its own daemons: most of a run is one party waiting for
-another, so one split alone leaves a core idle.
+another, so one split alone leaves a core idle. The hybrid case runs Protocol B only (a few
+seconds); `--full` runs the other protocols on it too (`--protocol` still picks among them).
 Protocol C runs, by default, on a seeded 3,000-row sample of a larger data set (compared with
 the centralized anonymization of that sample); `--full` runs it on every row as well. Each
 run's released table and report are written to the output folder, whose paths end the output."""
@@ -21,10 +25,12 @@ run's released table and report are written to the output folder, whose paths en
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
 import fedanon
+from fedanon.data.layout import Layout, parse_layout
 from fedanon.errors import InputError, PeerError
 from fedanon.parties.reaper import sigterm_safe
 from fedanon.protocols.registry import available_protocols, protocol_spec
@@ -41,14 +47,23 @@ DATASETS: dict[str, dict[str, Any]] = {
     "example": {"qis": ["age", "sex", "zipcode"], "k": 2, "suppression": 0.0, "metric": "nonuniform-entropy"},
 }
 
+#: the bundled hybrid layout the demo runs on each data set (a data set without one has no hybrid
+#: case); the hybrid table is the data set's columns that the layout's parties hold
+HYBRID_LAYOUTS = {"adult": "layout-2-1.toml"}
+
+#: the protocols the demo runs on the hybrid layout unless `--full`: B costs a few seconds there,
+#: A and C much more
+HYBRID_DEFAULT_PROTOCOLS = ("B",)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo",
         help="run the secure protocols on bundled data over local daemons and check them against central anonymization",
         description="Split bundled data over N primaries (+ a helper where needed) on localhost (real TLS, real "
-                    "gRPC), run each protocol horizontally and vertically, and confirm each result equals the "
-                    "centralized anonymization of the pooled data.",
+                    "gRPC), run each protocol horizontally and vertically and Protocol B on a bundled hybrid layout, "
+                    "and confirm each result equals the centralized anonymization of the pooled (hybrid: the "
+                    "joined) data.",
     )
 
     p.add_argument("--protocol", action="append", type=str.upper, choices=available_protocols(anonymizing=True),
@@ -56,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default="adult", choices=sorted(DATASETS), help="bundled data set (default adult)")
     p.add_argument("--parties", type=int, default=3, metavar="N", help="number of primaries (default 3)")
     p.add_argument("--k", type=int, default=None, help="k-anonymity (default: 5 for adult, 2 for example)")
-    p.add_argument("--split", action="append", choices=["horizontal", "vertical"], default=None,
-                   help="run only this split (repeatable; default both)")
+    p.add_argument("--split", action="append", choices=["horizontal", "vertical", "hybrid"], default=None,
+                   help="run only this split (repeatable; default all three; hybrid: the data set's bundled "
+                        "layout, whose parties replace --parties; Protocol B only unless --full)")
     p.add_argument("--in-memory", action="store_true",
                    help="threads instead of daemons (no TLS, no progress lines): quick check")
     p.add_argument("--metric", default=None, help="information-loss metric (default: loss for adult, "
@@ -116,6 +132,35 @@ def output_folder(wanted: Path | None) -> Path:
     raise InputError("no free fedanon-demo-N folder in the current folder; name one with --output-dir")
 
 
+@dataclasses.dataclass
+class Case:
+    """One split's table, settings and centralized references: the runs of a split compare with these.
+
+    The hybrid case has a table of its own (the columns its layout's parties hold) and its
+    reference is the central anonymization of the joined table, not of the pooled one."""
+
+    split: str
+    columns: list[str]
+    rows: list[list[str]]
+    paths: dict[str, Path]
+    config: Any
+    protocols: list[str]
+    references: dict[str, tuple[list[list[str]], Any]]  # protocol -> (rows dealt, Central)
+    central_all: Any  # the Central of all `rows` (the baseline compares with it)
+    layout: Layout | None = None
+
+
+def hybrid_table(dataset: str, columns: list[str], rows: list[list[str]]) -> tuple[Layout, list[str], list[list[str]]]:
+    """The bundled layout of `dataset` and the table it deals: the columns its parties hold, in table order."""
+    if dataset not in HYBRID_LAYOUTS:
+        raise InputError(f"--split hybrid: the {dataset} data set has no bundled hybrid layout "
+                         f"(data sets with one: {', '.join(sorted(HYBRID_LAYOUTS))})")
+    layout = parse_layout(data_dir(dataset) / HYBRID_LAYOUTS[dataset])
+    held = {c for party in layout.parties for c in party.columns}
+    keep = [i for i, c in enumerate(columns) if c in held]
+    return layout, [columns[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def run(args: argparse.Namespace) -> int:
     import contextlib
     import json
@@ -134,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.kit.atomicfile import write_text_atomic
     from fedanon.protocols.sim.baseline import baseline_for_split
     from fedanon.protocols.sim.equivalence import centralized, differences
+    from fedanon.protocols.sim.hybrid import centralized_joined
 
     console = Console()
     protocols = args.protocol or available_protocols(anonymizing=True)
@@ -141,57 +187,97 @@ def run(args: argparse.Namespace) -> int:
     folder = data_dir(args.dataset)
     if args.parties < 2:
         raise InputError(f"the demo needs at least 2 primaries, got --parties {args.parties}")
+    splits = args.split or ["horizontal", "vertical"] + (["hybrid"] if args.dataset in HYBRID_LAYOUTS else [])
     all_columns, all_rows = read_table_csv(folder / f"{args.dataset}.csv")
     qis = list(spec["qis"])
     paths = {q: folder / f"{args.dataset}_hierarchy_{q}.csv" for q in qis}
     hierarchies = {q: Hierarchy.read_csv(p, q) for q, p in paths.items()}
-    config = AnonymizationConfig(qis, k=spec["k"] if args.k is None else args.k, suppression=spec["suppression"],
-                                 metric=args.metric or spec["metric"])
-    config.validate()
+
+    def settings(quasi_identifiers: list[str]) -> AnonymizationConfig:
+        made = AnonymizationConfig(quasi_identifiers, k=spec["k"] if args.k is None else args.k,
+                                   suppression=spec["suppression"], metric=args.metric or spec["metric"])
+        made.validate()
+        return made
+
+    config = settings(qis)
+    hybrid = hybrid_table(args.dataset, all_columns, all_rows) if "hybrid" in splits else None
     out_dir = output_folder(args.output_dir)
-    splits = args.split or ["horizontal", "vertical"]
     console.print(f"[bold]fedanon demo[/bold]: {args.dataset} ({len(all_rows):,} rows, QIs {', '.join(qis)}), "
                   f"{config.k}-anonymity, {config.suppression:.0%} suppression, metric {config.metric}; "
                   f"protocols {', '.join(protocols)} over {args.parties} primaries "
                   + ("in memory" if args.in_memory else "as daemons on 127.0.0.1 (gRPC + mutual TLS)"))
-    everything = (all_rows, centralized(all_columns, all_rows, hierarchies, config))
-    console.print(f"centralized reference (pooled plaintext, in-process): transformation "
-                  f"{everything[1].result.transformation}, loss {everything[1].result.information_loss:.6g}, "
-                  f"{everything[1].result.elapsed_s:.2f} s")
     runnable = []
     for protocol in protocols:
-        spec = protocol_spec(protocol)
-        if spec.metrics is not None and config.metric not in spec.metrics:
+        pspec = protocol_spec(protocol)
+        if pspec.metrics is not None and config.metric not in pspec.metrics:
             console.print(f"skipped: Protocol {protocol} cannot optimize metric {config.metric!r} (its registry "
-                          f"entry lists the metrics it can); try --metric {spec.metrics[0]} or another of "
-                          f"{', '.join(spec.metrics[1:])}")
+                          f"entry lists the metrics it can); try --metric {pspec.metrics[0]} or another of "
+                          f"{', '.join(pspec.metrics[1:])}")
         else:
             runnable.append(protocol)
-    # each reference once, before any run (both splits compare with it): a sampled protocol's is its sample's
-    references: dict[str, tuple[list[list[str]], Any]] = {}
-    for protocol in runnable:
-        pick = sample_rows(protocol, len(all_rows), args.full)
-        if pick is None:
-            references[protocol] = everything
+
+    cases: list[Case] = []
+    pooled = [s for s in splits if s != "hybrid"]
+    if pooled and runnable:
+        # each reference once, before any run (every pooled split compares with it): a sampled protocol's is
+        # its sample's
+        everything = centralized(all_columns, all_rows, hierarchies, config)
+        console.print(f"centralized reference (pooled plaintext, in-process): transformation "
+                      f"{everything.result.transformation}, loss {everything.result.information_loss:.6g}, "
+                      f"{everything.result.elapsed_s:.2f} s")
+        references: dict[str, tuple[list[list[str]], Any]] = {}
+        for protocol in runnable:
+            pick = sample_rows(protocol, len(all_rows), args.full)
+            if pick is None:
+                references[protocol] = (all_rows, everything)
+            else:
+                sampled = [all_rows[i] for i in pick]
+                references[protocol] = (sampled, centralized(all_columns, sampled, hierarchies, config))
+        cases += [Case(split, all_columns, all_rows, paths, config, runnable, references, everything)
+                  for split in pooled]
+    if hybrid is not None:
+        layout, h_columns, h_rows = hybrid
+        h_qis = [q for q in qis if q in h_columns]
+        h_config = settings(h_qis)
+        h_hierarchies = {q: hierarchies[q] for q in h_qis}
+        chosen = [p for p in runnable if args.full or p in HYBRID_DEFAULT_PROTOCOLS]
+        left = [p for p in runnable if p not in chosen]
+        if left and args.protocol:  # named, yet not run on this split: say why
+            console.print(f"hybrid split: Protocol {' and '.join(left)} runs on the hybrid layout with --full")
+        h_refs: dict[str, tuple[list[list[str]], Any]] = {}
+        for protocol in chosen:
+            pick = sample_rows(protocol, len(h_rows), args.full)
+            dealt = h_rows if pick is None else [h_rows[i] for i in pick]
+            h_refs[protocol] = (dealt, centralized_joined(h_columns, dealt, layout, h_hierarchies, h_config))
+        if chosen:
+            joined = next((central for dealt, central in h_refs.values() if dealt is h_rows), None) \
+                or centralized_joined(h_columns, h_rows, layout, h_hierarchies, h_config)
+            holders = "; ".join(f"{party.name}: {', '.join(party.columns)}" for party in layout.parties)
+            console.print(f"centralized reference, hybrid layout {HYBRID_LAYOUTS[args.dataset]} ({holders}; QIs "
+                          f"{', '.join(h_qis)}): the joined table's {len(layout.joined_rows(len(h_rows))):,} rows "
+                          f"anonymized in-process, transformation {joined.result.transformation}, loss "
+                          f"{joined.result.information_loss:.6g}, {joined.result.elapsed_s:.2f} s")
+            cases.append(Case("hybrid", h_columns, h_rows, {q: paths[q] for q in h_qis}, h_config, chosen, h_refs,
+                              joined, layout))
         else:
-            sampled = [all_rows[i] for i in pick]
-            references[protocol] = (sampled, centralized(all_columns, sampled, hierarchies, config))
+            console.print(f"skipped: the hybrid split runs Protocol {' or '.join(HYBRID_DEFAULT_PROTOCOLS)} "
+                          "unless --full, and none of those runs here")
 
     lock = threading.Lock()  # one split's report block at a time on stdout
     records: dict[tuple[str, str], dict[str, Any]] = {}
     consortia: list[SplitConsortium] = []  # started daemons, for stop_all
     stopping = threading.Event()
 
-    def one_run(split: str, protocol: str, consortium: SplitConsortium | None) -> None:
-        spec = protocol_spec(protocol)
-        options = {"counters": args.counters} if "counters" in spec.options else {}
-        rows, central = references[protocol]
+    def one_run(case: Case, protocol: str, consortium: SplitConsortium | None) -> None:
+        split, pspec = case.split, protocol_spec(protocol)
+        options = {"counters": args.counters} if "counters" in pspec.options else {}
+        rows, central = case.references[protocol]
         progress = PhaseLines(f"{protocol} {split:<10}", enabled=not args.quiet)
         if consortium is not None:
             sim = consortium.run(rows, protocol, options, on_event=progress)
         else:
-            sim = simulate_table(all_columns, rows, paths, config, split, args.parties, options=options,
-                                 transport="memory", progress=False, protocol=protocol)
+            sim = simulate_table(case.columns, rows, case.paths, case.config, split, args.parties, options=options,
+                                 transport="memory", progress=False, protocol=protocol, layout=case.layout)
         summary = result_summary(sim.party_reports)
         problems = differences(central, summary.get("transformation"), sim.columns, sim.rows)
         sent = max((sum(r.get("traffic", {}).get("bytes_sent_by_phase", {}).values())
@@ -203,40 +289,49 @@ def run(args: argparse.Namespace) -> int:
             "protocol": protocol, "split": split, "rows": len(rows), "equal_to_centralized": not problems,
             "problems": problems, "seconds": round(sim.elapsed_s, 3), "max_bytes_sent_by_one_party": sent,
             "released": str(released), "report": str(report)}
+        if case.layout is not None:
+            records[(split, protocol)].update({"layout": HYBRID_LAYOUTS[args.dataset],
+                                               "joined_rows": len(case.layout.joined_rows(len(rows)))})
+        recipient = case.layout.names[0] if case.layout is not None else "p1"
         with lock:
-            console.rule(f"Protocol {protocol} ({spec.summary}), {split} split"
-                         + ("" if rows is all_rows else f", a {len(rows):,}-row sample (all rows: --full)"))
+            console.rule(f"Protocol {protocol} ({pspec.summary}), {split} split"
+                         + (f" ({HYBRID_LAYOUTS[args.dataset]}: {', '.join(case.layout.names)})"
+                            if case.layout is not None else "")
+                         + ("" if rows is case.rows else f", a {len(rows):,}-row sample (all rows: --full)"))
             console.print(f"transformation: {summary.get('transformation')}")
             console.print(f"information loss: {summary.get('information_loss', float('nan')):.6g} "
-                          f"({config.metric}), {summary.get('suppressed_rows', 0)} rows suppressed, "
-                          f"{len(sim.rows):,} rows decrypted at p1, {sim.elapsed_s:.2f} s")
+                          f"({case.config.metric}), {summary.get('suppressed_rows', 0)} rows suppressed, "
+                          f"{len(sim.rows):,} rows decrypted at {recipient}, {sim.elapsed_s:.2f} s")
             print_phase_table(sim.party_reports, f"time and bytes per phase (Protocol {protocol}, {split})",
                               protocol_phases(protocol))
+            reference = "the joined table" if case.layout is not None else "the pooled data"
             if problems:
-                console.print(f"[bold red]MISMATCH[/bold red] with the centralized anonymization: "
+                console.print(f"[bold red]MISMATCH[/bold red] with the centralized anonymization of {reference}: "
                               f"{'; '.join(problems)}")
             else:
-                console.print("[bold green]OK[/bold green]: identical to the centralized anonymization "
-                              f"(same transformation, same multiset of {len(sim.rows):,} rows)")
+                console.print(f"[bold green]OK[/bold green]: identical to the centralized anonymization of "
+                              f"{reference} (same transformation, same multiset of {len(sim.rows):,} rows)")
 
-    def one_split(split: str) -> None:
+    def one_split(case: Case) -> None:
         with contextlib.ExitStack() as stack:
             consortium = None
             if not args.in_memory:  # one set of daemons serves every protocol of this split
-                helper = any(protocol_spec(p).needs_helper for p in runnable)
-                consortium = stack.enter_context(SplitConsortium(all_columns, split, args.parties, paths, config,
-                                                                 helper=helper, seed_rows=all_rows))
+                helper = any(protocol_spec(p).needs_helper for p in case.protocols)
+                consortium = stack.enter_context(SplitConsortium(case.columns, case.split, args.parties, case.paths,
+                                                                 case.config, helper=helper, seed_rows=case.rows,
+                                                                 layout=case.layout))
                 with lock:
                     if stopping.is_set():  # stopped while these daemons started: stop them, run nothing
                         raise PeerError("the demo was stopped")
                     consortia.append(consortium)
-            for protocol in runnable:
-                one_run(split, protocol, consortium)
+            for protocol in case.protocols:
+                one_run(case, protocol, consortium)
         # the baseline depends on the split only (on all rows)
-        baseline = baseline_for_split(all_columns, all_rows, hierarchies, config, split, args.parties,
-                                      central=everything[1].result)
+        baseline = baseline_for_split(case.columns, case.rows,
+                                      {q: hierarchies[q] for q in case.config.quasi_identifiers}, case.config,
+                                      case.split, args.parties, central=case.central_all.result, layout=case.layout)
         with lock:
-            console.print(f"secure integration, {split} split: {baseline.one_line()}")
+            console.print(f"secure integration, {case.split} split: {baseline.one_line()}")
 
     def stop_all() -> None:
         with lock:
@@ -245,9 +340,11 @@ def run(args: argparse.Namespace) -> int:
         for consortium in started:
             consortium.close()
 
-    if runnable:
-        run_splits(one_split, splits, concurrent=not args.in_memory, stop=stop_all)
-    summary_rows = [records[(split, p)] for split in splits for p in runnable if (split, p) in records]
+    by_split = {case.split: case for case in cases}
+    if cases:
+        run_splits(lambda split: one_split(by_split[split]), [c.split for c in cases], concurrent=not args.in_memory,
+                   stop=stop_all)
+    summary_rows = [records[(c.split, p)] for c in cases for p in c.protocols if (c.split, p) in records]
     written = [Path(r[key]) for r in summary_rows for key in ("released", "report")]
     summary_path = out_dir / "summary.json"
     write_text_atomic(summary_path, json.dumps({"dataset": args.dataset, "runs": summary_rows}, indent=2) + "\n")

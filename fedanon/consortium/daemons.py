@@ -4,7 +4,8 @@ Why: starting three or four party daemons (a Python process each, a crypto worke
 a TLS server each) and stopping them again costs seconds of CPU per run, more than a small
 run itself. Runs of one split (horizontal or vertical) give every party the same columns, so
 the same party configs serve them all: the daemons start once, and before each run the party
-files are rewritten with that run's rows. A daemon reads its data file again when the file
+files are rewritten with that run's rows. A hybrid consortium's parties are those of its layout
+(`fedanon.data.layout`), each dealt its columns for the persons its rule selects. A daemon reads its data file again when the file
 changed (it keeps no run's data past its data cache), so no restart is needed; the roster of
 each run names only the parties its protocol has (Protocol A's run leaves the helper out).
 """
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from fedanon.data.io.delimited import write_table_csv
+from fedanon.data.layout import Layout
 from fedanon.engine.settings import EngineSettings
 from fedanon.errors import InputError, PeerError
 from fedanon.parties import reaper
 from fedanon.parties.coordinator import Coordinator
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 from fedanon.protocols.registry import HELPER, PRIMARY, protocol_spec
+from fedanon.protocols.sim.hybrid import split_hybrid
 from fedanon.protocols.sim.split import Share, split_horizontal, split_vertical
 
 EventCallback = Callable[[str, str, str, float], None]  # party, phase, "start"/"end", elapsed
@@ -77,12 +80,18 @@ def share_party(name: str, share: Share, path: Path, hierarchy_paths: dict[str, 
     )
 
 
-def deal(columns: list[str], rows: list[list[str]], distribution: str, parties: int) -> list[Share]:
+def deal(columns: list[str], rows: list[list[str]], distribution: str, parties: int,
+         layout: Layout | None = None) -> list[Share]:
+    """The shares of `rows`: `parties` of them, or one per layout party (hybrid)."""
     if distribution == "horizontal":
         return split_horizontal(columns, rows, parties)
     if distribution == "vertical":
         return split_vertical(columns, rows, parties)
-    raise InputError(f"unknown split {distribution!r} (horizontal, vertical)")
+    if distribution == "hybrid":
+        if layout is None:
+            raise InputError("a hybrid consortium needs a layout")
+        return split_hybrid(columns, rows, layout)
+    raise InputError(f"unknown split {distribution!r} (horizontal, vertical, hybrid)")
 
 
 @dataclasses.dataclass
@@ -108,11 +117,13 @@ class SplitConsortium:
     """
 
     def __init__(self, columns: list[str], distribution: str, parties: int, hierarchy_paths: dict[str, Path],
-                 config: Any, *, helper: bool, seed_rows: list[list[str]]) -> None:
-        """`seed_rows`: the rows the daemons start with (a run may bring others of the same columns)."""
+                 config: Any, *, helper: bool, seed_rows: list[list[str]], layout: Layout | None = None) -> None:
+        """`seed_rows`: the rows the daemons start with (a run may bring others of the same columns).
+        `layout`: the hybrid split's layout, which names the parties (`parties` is then ignored)."""
         self.columns = list(columns)
         self.distribution = distribution
-        self.n = parties
+        self.layout = layout
+        self.n = len(layout.names) if distribution == "hybrid" and layout is not None else parties
         self.hierarchy_paths = hierarchy_paths
         self.config = config
         self.helper = helper
@@ -121,13 +132,14 @@ class SplitConsortium:
         self._close_lock = threading.Lock()
         self._paths: dict[str, Path] = {}
         self.net: SimulatedNetwork | None = None
-        self.names = [f"p{i + 1}" for i in range(parties)]
+        self.names = list(layout.names) if distribution == "hybrid" and layout is not None else \
+            [f"p{i + 1}" for i in range(parties)]
         self._layout: list[list[str]] = []
 
     def __enter__(self) -> "SplitConsortium":
         with contextlib.ExitStack() as stack:
             base = stack.enter_context(reaper.guarded_temp_dir("fedanon-consortium-"))
-            shares = deal(self.columns, self._seed, self.distribution, self.n)
+            shares = deal(self.columns, self._seed, self.distribution, self.n, self.layout)
             self._layout = [list(s.columns) for s in shares]
             self._paths = {name: base / f"{name}.csv" for name in self.names}
             members = [share_party(name, share, self._paths[name], self.hierarchy_paths, self.config)
@@ -155,7 +167,7 @@ class SplitConsortium:
         net = self.net  # None once closed (also by another thread, while this run goes)
         if net is None:
             raise PeerError("this consortium's daemons are not running (used outside its `with` block, or stopped)")
-        shares = deal(self.columns, rows, self.distribution, self.n)
+        shares = deal(self.columns, rows, self.distribution, self.n, self.layout)
         if [list(s.columns) for s in shares] != self._layout:
             raise InputError("a run of this consortium must give every party the same columns as its first")
         for name, share in zip(self.names, shares):

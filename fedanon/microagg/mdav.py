@@ -127,6 +127,8 @@ class _Remaining:
         boundary = float(found_dist[k - 1])
         if found_dist[k] > boundary + 2 * _SLACK * (1 + boundary):
             return found[:k]  # the k-th and the (k+1)-th differ: no choice to make
+        if boundary == 0.0:
+            return found[:k]  # copies of the point: every choice gives the same group
         return self._break_tie(point, k, boundary)
 
     def _break_tie(self, point: np.ndarray, k: int, boundary: float) -> np.ndarray:

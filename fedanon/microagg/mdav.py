@@ -21,9 +21,12 @@ Why it is fast without an n x n matrix or a pass over all records per group:
 * grouped records stay in the arrays (masked) until a quarter of them are grouped, then
   arrays, list and tree are rebuilt on the survivors.
 
-Ties (equal distances) go to the first record met in the radius list (input order among
-equal radii) and to the k-d tree's order among equally near records. MDAV itself names no
-rule; with integer-valued attributes another rule gives other groups of equal standing.
+Ties: MDAV names no rule, and on integer-valued attributes many records are equally
+distant, so the rule changes the groups. The farthest record goes to the first met in the
+radius list (input order among equal radii). When more records lie at the k-th nearest
+distance than places are left in the group, those nearest to the centroid of the
+records strictly nearer (the sure members) fill the places: of the equally valid groups,
+the one with the smaller spread around what is already in it; equal again, input order.
 """
 
 from __future__ import annotations
@@ -108,16 +111,43 @@ class _Remaining:
         return self._scan(point, float(np.sqrt(((point - self.c0) ** 2).sum())), -np.inf)
 
     def nearest(self, point: np.ndarray, k: int) -> np.ndarray:
-        """Array positions of the k remaining records nearest to `point`."""
+        """Array positions of the k remaining records nearest to `point` (ties: see `_break_tie`)."""
         size = self.original.shape[0]
         want = min(size, max(2 * k, 8))
         while True:
-            _dist, idx = self.tree.query(point, k=want)
-            idx = np.atleast_1d(idx)
-            found = idx[self.alive[idx]]
-            if found.shape[0] >= k or want == size:
-                return found[:k]
+            dist, idx = self.tree.query(point, k=want)
+            idx, dist = np.atleast_1d(idx), np.atleast_1d(dist)
+            keep = self.alive[idx]
+            found, found_dist = idx[keep], dist[keep]
+            if found.shape[0] > k or want == size:
+                break
             want = min(size, want * 4)
+        if found.shape[0] <= k:
+            return found
+        boundary = float(found_dist[k - 1])
+        if found_dist[k] > boundary + 2 * _SLACK * (1 + boundary):
+            return found[:k]  # the k-th and the (k+1)-th differ: no choice to make
+        if boundary == 0.0:
+            return found[:k]  # copies of the point: every choice gives the same group
+        return self._break_tie(point, k, boundary)
+
+    def _break_tie(self, point: np.ndarray, k: int, boundary: float) -> np.ndarray:
+        """The k nearest when records at the k-th distance are more than the places left.
+
+        Records strictly nearer than the k-th distance are in the group; of those at that
+        distance, the ones nearest to the centroid of the sure members (the point itself
+        when none is sure) fill the places left, so the group is the most compact of the
+        equally valid choices one step can see. Equal again: input order.
+        """
+        ball = np.sort(np.asarray(self.tree.query_ball_point(point, boundary * (1 + 1e-7) + 1e-9), dtype=np.int64))
+        ball = ball[self.alive[ball]]
+        dist = np.sqrt(((self.x[ball] - point) ** 2).sum(axis=1))
+        kth = float(np.partition(dist, k - 1)[k - 1])
+        tol = _SLACK * (1 + kth)
+        sure, tied = ball[dist < kth - tol], ball[np.abs(dist - kth) <= tol]
+        centre = self.x[sure].mean(axis=0) if sure.shape[0] else point
+        spread = ((self.x[tied] - centre) ** 2).sum(axis=1)
+        return np.concatenate([sure, tied[np.argsort(spread, kind="stable")[:k - sure.shape[0]]]])
 
     def remove(self, positions: np.ndarray) -> None:
         self.alive[positions] = False

@@ -60,10 +60,10 @@ def parquet_file(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("command", [
-    # anonymize reads a *.parquet file as Parquet; a Parquet file named *.csv gets the hint
+    # anonymize and risk read a *.parquet file as Parquet; a Parquet file named *.csv gets the hint
     ["anonymize", "{c}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}"],
     ["anonymize", "{c}", "--qi", f"age={AGE}", "--k", "2", "-o", "{o}", "--encoding", "latin-1"],
-    ["risk", "{t}", "--qi", "age"],
+    ["risk", "{c}", "--qi", "age"],
     ["hierarchy", "auto", "--from", "{t}", "--column", "age"],
 ])
 def test_parquet_file_is_named_as_parquet(tmp_path, capsys, parquet_file, command) -> None:

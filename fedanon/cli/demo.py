@@ -33,7 +33,7 @@ import fedanon
 from fedanon.data.layout import Layout, parse_layout
 from fedanon.errors import InputError, PeerError
 from fedanon.parties.reaper import sigterm_safe
-from fedanon.protocols.registry import available_protocols, protocol_spec
+from fedanon.protocols.registry import DEFAULT_PROTOCOL, available_protocols, protocol_spec
 
 #: the seed of the sample a protocol with `demo_sample_rows` (registry) runs on; `--full` runs
 #: every protocol on every row
@@ -51,9 +51,9 @@ DATASETS: dict[str, dict[str, Any]] = {
 #: case); the hybrid table is the data set's columns that the layout's parties hold
 HYBRID_LAYOUTS = {"adult": "layout-2-1.toml"}
 
-#: the protocols the demo runs on the hybrid layout unless `--full`: B costs a few seconds there,
-#: A and C much more
-HYBRID_DEFAULT_PROTOCOLS = ("B",)
+#: the protocols the demo runs on the hybrid layout unless `--full`: the registry's default
+#: protocol (B, a few seconds there; A and C cost much more)
+HYBRID_DEFAULT_PROTOCOLS = (DEFAULT_PROTOCOL,)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

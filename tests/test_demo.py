@@ -27,7 +27,9 @@ QI_FLAGS = [f"--qi={q}={EXAMPLE / f'example_hierarchy_{q}.csv'}" for q in ("age"
 def test_demo_adult_horizontal_and_vertical_over_daemons(capsys, tmp_path: Path) -> None:
     # A and B on ADULT; Protocol C's demo (minutes on ADULT: one key-holder round trip per
     # checked node) runs on the example in tests/test_protocol_c_cli.py
-    assert main(["demo", "--protocol", "A", "--protocol", "B", "-o", str(tmp_path)]) == 0
+    # (the hybrid case has its own test, tests/test_demo_hybrid.py)
+    assert main(["demo", "--protocol", "A", "--protocol", "B", "--split", "horizontal", "--split", "vertical",
+                 "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("OK: identical to the centralized anonymization") == 4
     assert "summary (daemons started once per split)" in out

@@ -18,7 +18,7 @@ are rewritten between runs): starting them per run cost more than the runs of A 
 splits run side by side, each with its own daemons: most of a run is one party waiting for
 another, so one split alone leaves a core idle. The hybrid case runs Protocol B only (a few
 seconds); `--full` runs the other protocols on it too (`--protocol` still picks among them).
-Protocol C runs, by default, on a seeded 3,000-row sample of a larger data set (compared with
+Protocol C runs, by default, on a seeded 2,000-row sample of a larger data set (compared with
 the centralized anonymization of that sample); `--full` runs it on every row as well. Each
 run's released table and report are written to the output folder, whose paths end the output."""
 
@@ -106,7 +106,7 @@ def sample_rows(protocol: str, n_rows: int, full: bool) -> list[int] | None:
 
 
 def sampled_text() -> str:
-    """'Protocol C runs on a 3,000-row sample', from the registry, for the help text."""
+    """'Protocol C runs on a 2,000-row sample', from the registry, for the help text."""
     sampled = [protocol_spec(p) for p in available_protocols(anonymizing=True)
                if protocol_spec(p).demo_sample_rows is not None]
     return " and ".join(f"Protocol {s.name} runs on a {s.demo_sample_rows:,}-row sample" for s in sampled) \

@@ -78,7 +78,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
-                      class_means=C_MEANS, demo_sample_rows=3000,
+                      class_means=C_MEANS, demo_sample_rows=2000,
                       dp_refusal="its helper never sees a class size, so it cannot score the exponential "
                                  "mechanism's candidates; use Protocol B or A"),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from fedanon.cli import main
-from fedanon.consortium import simulation
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.sim.equivalence import centralized
 
+from cli_checks import drop_first_released_row
 from datasets import load
 
 #: the columns of layout-2-1.toml (clinics: sex, age, race; registry: the other three)
@@ -58,14 +58,7 @@ def test_in_memory_demo_runs_b_on_the_hybrid_layout_and_equals_the_joined_refere
 
 def test_a_hybrid_result_that_differs_from_the_joined_reference_fails_the_demo(tmp_path: Path, monkeypatch,
                                                                                 capsys) -> None:
-    real = simulation.simulate_table
-
-    def one_row_short(*args, **kwargs):
-        sim = real(*args, **kwargs)
-        sim.rows = sim.rows[1:]
-        return sim
-
-    monkeypatch.setattr(simulation, "simulate_table", one_row_short)
+    drop_first_released_row(monkeypatch)
     assert main(["demo", "--split", "hybrid", "--in-memory", "-q", "--output-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "MISMATCH with the centralized anonymization of the joined table" in out

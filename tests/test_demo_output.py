@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from fedanon.cli import main
-from fedanon.consortium import simulation
 from fedanon.consortium.daemons import SplitConsortium
 from fedanon.consortium.phaselines import PhaseLines
 from fedanon.data.hierarchy import Hierarchy
@@ -29,6 +28,7 @@ from fedanon.data.io.delimited import read_table_csv
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.sim.equivalence import centralized
 
+from cli_checks import drop_first_released_row
 from datasets import EXAMPLE_DIR as EXAMPLE
 
 QIS = ("age", "sex", "zipcode")
@@ -97,14 +97,7 @@ def test_default_output_folder_is_fresh_under_the_current_one(tmp_path: Path, mo
 
 def test_a_result_that_differs_from_centralized_fails_the_demo(tmp_path: Path, monkeypatch, capsys) -> None:
     """The run's released table loses one row: MISMATCH in the text and the table, exit status 1."""
-    real = simulation.simulate_table
-
-    def one_row_short(*args, **kwargs):
-        sim = real(*args, **kwargs)
-        sim.rows = sim.rows[1:]
-        return sim
-
-    monkeypatch.setattr(simulation, "simulate_table", one_row_short)
+    drop_first_released_row(monkeypatch)
     assert main(["demo", "--dataset", "example", "--in-memory", "--parties", "2", "--protocol", "B",
                  "--split", "vertical", "--output-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out

@@ -25,7 +25,7 @@ from fedanon.stats.snb import plain_snb_uniques, population_classes, snb_moments
     snb_uniques
 from fedanon.model.registry import ParseContext
 from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, \
-    flash_equals_exhaustive, instances
+    flash_equals_exhaustive, instances, released
 from reference import snb_population_uniques, zayatz_population_uniques
 
 TABLES = {
@@ -201,3 +201,15 @@ def test_bad_estimator_is_one_line_exit_2(capsys, value, message):
                  "-o", "/dev/null"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_protocols_equal_central(tmp_path, protocol):
+    """The party that judges a node needs only the class sizes, as with Pitman's estimator."""
+    flags = [*QI_FLAGS, "--population-uniqueness", "0.05:0.01:snb", "--suppression", "0.25"]
+    sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    assert main(["simulate", "--protocol", protocol, "--split", "horizontal", "--parties", "2",
+                 str(EXAMPLE / "example.csv"), *flags, "--output", str(sim_out), "-q"]) == 0
+    assert main(["anonymize", str(EXAMPLE / "example.csv"), *flags, "--output", str(ref_out), "--verify", "-q"]) == 0
+    assert released(sim_out) == released(ref_out)

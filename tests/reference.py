@@ -86,7 +86,7 @@ class Model:
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     k_map_population: int | None = None  # k against the input as population; `subset` = released rows
-    population_uniqueness: tuple | None = None  # (τ, sampling fraction π[, "pitman" | "zayatz" | "snb"])
+    population_uniqueness: tuple | None = None  # (τ, π[, "pitman" | "zayatz" | "snb" | "dankar"])
     # (L, K, C, attribute, sensitive values or None = all): Mohammed et al. 2009, judged on the
     # projections of the released rows onto every set of at most L QIs
     lkc: tuple[int, int, float, str, list[str] | None] | None = None
@@ -322,6 +322,15 @@ def snb_population_uniques(sizes: Sequence[int], fraction: float, population: fl
     return min(max(uniques), float(population))
 
 
+def dankar_population_uniques(sizes: Sequence[int], fraction: float, population: float) -> float:
+    """Dankar et al. (2012)'s decision rule as ARX applies it: π ≤ 0.1 Pitman; otherwise the lower
+    of Zayatz and SNB, Zayatz alone where the SNB equations have no root."""
+    if fraction <= 0.1:
+        return pitman_population_uniques(sizes, population)
+    zayatz = zayatz_population_uniques(sizes, population)
+    return min(zayatz, snb_population_uniques(sizes, fraction, population))
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -427,6 +436,9 @@ class Reference:
                 if named == ["snb"]:
                     def estimate(sizes: list[int], population: float) -> float:
                         return snb_population_uniques(sizes, fraction, population)
+                elif named == ["dankar"]:
+                    def estimate(sizes: list[int], population: float) -> float:
+                        return dankar_population_uniques(sizes, fraction, population)
                 else:
                     estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
                 if 1 in kept.values() and estimate(list(kept.values()), population) / population > tau + EPS:

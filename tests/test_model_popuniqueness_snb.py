@@ -1,4 +1,4 @@
-"""Population uniqueness with the SNB estimator (fedanon/stats/snb.py).
+"""Population uniqueness with the SNB estimator (fedanon/stats/snb.py) and Dankar et al.'s rule.
 
 Held to: the closed-form moments against their defining series and a hand-computed geometric
 case; K̂ and the moment equations solved by hand; the estimate against the independent
@@ -7,6 +7,8 @@ formulas, no fedanon code) and against the verifier's plain-Python route; the ed
 documentation defines (no sample unique, all sample uniques, no class of two, π = 1, π near 0);
 Flash against the exhaustive search with the verifier and the engine against the reference's
 optimum; the flag, TOML and `anonymize_frame` paths; bad input as one line with exit code 2.
+The rule that picks among Pitman, Zayatz and SNB by the sampling fraction (`dankar`) is held to
+the same checks and to its branches by hand.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from hypothesis import strategies as st
 
 from fedanon.cli import main
 from fedanon.model.criterion import CriterionContext
-from fedanon.model.privacy.popuniqueness import PopulationUniqueness, population_snb_uniques, zayatz_uniques
+from fedanon.model.privacy.popuniqueness import PopulationUniqueness, dankar_uniques, pitman_uniques, \
+    population_snb_uniques, zayatz_uniques
 from fedanon.stats.snb import plain_snb_uniques, population_classes, snb_moments, snb_parameters, \
     snb_uniques
 from fedanon.model.registry import ParseContext
 from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, \
     flash_equals_exhaustive, instances, released
-from reference import snb_population_uniques, zayatz_population_uniques
+from reference import dankar_population_uniques, snb_population_uniques, zayatz_population_uniques
 
 TABLES = {
     "heavy-tail": [1] * 50 + [2] * 10 + [3] * 4 + [50, 100],
@@ -163,14 +166,56 @@ def test_parsing():
     assert PopulationUniqueness.parse({"threshold": 0.02, "sampling_fraction": 0.5, "estimator": "snb"}, ctx) \
         == PopulationUniqueness(0.02, 0.5, "snb")
     assert "snb" in PopulationUniqueness.metavar and "snb" in PopulationUniqueness.help
+    assert PopulationUniqueness.parse("0.01:0.3:Dankar", ctx) == PopulationUniqueness(0.01, 0.3, "dankar")
+
+
+def test_dankar_rule_by_hand():
+    """π ≤ 0.1: Pitman's estimate; π > 0.1: the lower of Zayatz's and SNB's, Zayatz's where SNB has no root."""
+    sizes = np.array(TABLES["heavy-tail"])
+    for fraction in (0.01, 0.1):
+        population = sizes.sum() / fraction
+        assert dankar_uniques(sizes, population, fraction) == pitman_uniques(sizes, population)
+    population = sizes.sum() / 0.5
+    snb, zayatz = snb_uniques(sizes, 0.5), float(zayatz_uniques(sizes, population))
+    assert snb is not None and snb != zayatz
+    assert dankar_uniques(sizes, population, 0.5) == pytest.approx(min(snb, zayatz), rel=1e-14)
+    # 1, 1, 2 at π = 0.5: SNB has no root, Zayatz's estimate
+    assert dankar_uniques(np.array([1, 1, 2]), 8.0, 0.5) == pytest.approx(float(zayatz_uniques(np.array([1, 1, 2]), 8.0)))
+    # the heavy-tail table above has SNB below Zayatz (SNB wins); here SNB is above it (Zayatz wins):
+    # 1 ×6, 2, 4, 8, 12 at π = 0.3 (n = 32): SNB ≈ 14.6, Zayatz ≈ 12.4 of N ≈ 106.7
+    sizes = np.array([1] * 6 + [2, 4, 8, 12])
+    population = 32 / 0.3
+    snb, zayatz = snb_uniques(sizes, 0.3), float(zayatz_uniques(sizes, population))
+    assert 14.5 < snb < 14.7 and 12.3 < zayatz < 12.5
+    assert dankar_uniques(sizes, population, 0.3) == zayatz
+    assert snb_uniques(np.array(TABLES["heavy-tail"]), 0.5) < zayatz_uniques(np.array(TABLES["heavy-tail"]), 464.0)
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_dankar_equals_the_independent_reference(name):
+    sizes = TABLES[name]
+    for fraction in (0.01, 0.1, 0.100001, 0.5, 0.9):
+        population = round(sum(sizes) / fraction)
+        expected = dankar_population_uniques(sizes, fraction, population)
+        assert dankar_uniques(np.array(sizes), float(population), fraction) == pytest.approx(expected, rel=1e-5)
+        model = PopulationUniqueness(0.5, fraction, "dankar")
+        criterion = model.criterion()
+        criterion.prepare(CriterionContext(n_rows=sum(sizes)))
+        share = criterion.share(np.array(sizes))
+        # the verifier's plain route agrees: it passes at the estimate and fails just below it
+        assert PopulationUniqueness(min(1.0, share * (1 + 1e-6)), fraction, "dankar").release_violation(
+            sizes, table_rows=sum(sizes)) is None
+        assert share > 1e-5   # above the verifier's tolerance of 1e-7, so 1 % below must fail
+        assert PopulationUniqueness(share * 0.99, fraction, "dankar").release_violation(
+            sizes, table_rows=sum(sizes)) is not None
 
 
 def _model(draw) -> PopulationUniqueness:
     return PopulationUniqueness(draw(st.sampled_from([0.02, 0.1, 0.3])), draw(st.sampled_from([0.01, 0.1, 0.5])),
-                                "snb")
+                                draw(st.sampled_from(["snb", "snb", "dankar"])))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
     flash_equals_exhaustive(*data.draw(instances(_model)))
@@ -195,7 +240,7 @@ def test_flag_toml_and_frame_agree(tmp_path):
 
 
 @pytest.mark.parametrize("value, message", [("0.05:0.01:snbx", "unknown population-uniqueness estimator 'snbx'"),
-                                            ("0.05:0.01:snb:2", "expected TAU:FRACTION[:pitman|zayatz|snb]")])
+                                            ("0.05:0.01:snb:2", "expected TAU:FRACTION[:pitman|zayatz|snb|dankar]")])
 def test_bad_estimator_is_one_line_exit_2(capsys, value, message):
     code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--population-uniqueness", value,
                  "-o", "/dev/null"])

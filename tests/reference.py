@@ -86,7 +86,7 @@ class Model:
     average_risk: float | None = None  # τ: mean over released records of 1/|E| ≤ τ
     k_map: tuple[int, int, str, float] | None = None  # (k, population N, "poisson" | "zero-truncated", α)
     k_map_population: int | None = None  # k against the input as population; `subset` = released rows
-    population_uniqueness: tuple | None = None  # (τ, sampling fraction π[, "pitman" | "zayatz"])
+    population_uniqueness: tuple | None = None  # (τ, π[, "pitman" | "zayatz" | "snb" | "dankar"])
     # (L, K, C, attribute, sensitive values or None = all): Mohammed et al. 2009, judged on the
     # projections of the released rows onto every set of at most L QIs
     lkc: tuple[int, int, float, str, list[str] | None] | None = None
@@ -266,6 +266,71 @@ def zayatz_population_uniques(sizes: Sequence[int], population: float) -> float:
     return min(f[1] * conditional * whole / n, float(whole))
 
 
+def snb_population_uniques(sizes: Sequence[int], fraction: float, population: float) -> float:
+    """Chen & Keller-McNulty (1998), the slide negative binomial model, as Dankar et al. (2012)
+    describe it: population class sizes F = 1 + NB(α, β), Bernoulli sampling with fraction π,
+    (α, β) fitted by the method of moments to the sample's classes of size 1 and 2 with K from
+    Haas & Stokes's Shlosser-type estimate, Û = K·β^α (at most N). The documented conventions
+    (docs/guide/privacy-models.md): roots of the equations looked for with logit β in [−45, 45]
+    (a grid of 901 points, each bracket refined by bisection); several roots: the largest Û;
+    none: Zayatz's estimate; π = 1: the sample uniques. Written out term by term here: the
+    moments are summed as written in the paper, α at each β from the quadratic in closed form."""
+    sizes = [s for s in sizes if s > 0]
+    f = Counter(sizes)
+    if not f[1]:
+        return 0.0
+    if fraction >= 1:
+        return float(f[1])
+    q = fraction
+    # Haas & Stokes (1998), the Shlosser-type estimate of the number of population classes
+    k = len(sizes) + f[1] * (sum(i * q ** 2 * (1 - q ** 2) ** (i - 1) * n for i, n in f.items())
+                             / sum((1 - q) ** i * ((1 + q) ** i - 1) * n for i, n in f.items())) \
+        * (sum((1 - q) ** i * n for i, n in f.items()) / sum(i * q * (1 - q) ** (i - 1) * n for i, n in f.items())) ** 2
+    uniques = []
+    if f[2]:
+        r = f[2] / f[1]
+
+        def point(t: float) -> tuple[float, float]:
+            """α solving E[s2]/E[s1] = r at β = 1/(1 + e^−t), and log(K·E[s1]/s1) there."""
+            one_minus_beta = 1 / (1 + math.exp(t))
+            d = (1 - q) * one_minus_beta
+            # E[s2]/E[s1] = π α (1−β)(2 − (1−α)d) / (2(1−d)(1−d+αd)) = r, multiplied out:
+            a = q * one_minus_beta * d
+            b = q * one_minus_beta * (2 - d) - 2 * r * (1 - d) * d
+            c = -2 * r * (1 - d) ** 2
+            # the positive root of a·α² + b·α + c = 0 (c < 0), in a form without cancellation
+            root = math.sqrt(b * b - 4 * a * c)
+            alpha = (root - b) / (2 * a) if b < 0 else -2 * c / (b + root)
+            # E[s1]/K = π (β/(1−d))^α (1 + αd/(1−d)); ln β and ln(1−d) keep their digits as β → 1
+            log_one_minus_d = math.log1p(-d) if d < 0.5 else math.log(1 / (1 + math.exp(-t)) + q * one_minus_beta)
+            e1 = q * math.exp(alpha * (-math.log1p(math.exp(-t)) - log_one_minus_d)) * (1 + alpha * d / (1 - d))
+            return alpha, math.log(k * e1 / f[1]) if e1 > 0 else -math.inf
+
+        ts = [-45 + 90 * j / 900 for j in range(901)]
+        gaps = [point(t)[1] for t in ts]
+        for j in range(900):
+            lo, hi, g_lo = ts[j], ts[j + 1], gaps[j]
+            if g_lo == 0 or g_lo * gaps[j + 1] < 0:
+                for _ in range(100 if g_lo else 0):
+                    mid = (lo + hi) / 2
+                    g_mid = point(mid)[1]
+                    lo, hi, g_lo = (mid, hi, g_mid) if g_mid * g_lo > 0 else (lo, mid, g_lo)
+                alpha = point(lo)[0]
+                uniques.append(k * math.exp(-alpha * math.log1p(math.exp(-lo))))
+    if not uniques:
+        return zayatz_population_uniques(sizes, population)
+    return min(max(uniques), float(population))
+
+
+def dankar_population_uniques(sizes: Sequence[int], fraction: float, population: float) -> float:
+    """Dankar et al. (2012)'s decision rule as ARX applies it: π ≤ 0.1 Pitman; otherwise the lower
+    of Zayatz and SNB, Zayatz alone where the SNB equations have no root."""
+    if fraction <= 0.1:
+        return pitman_population_uniques(sizes, population)
+    zayatz = zayatz_population_uniques(sizes, population)
+    return min(zayatz, snb_population_uniques(sizes, fraction, population))
+
+
 def distribution(values: Sequence[str]) -> dict[str, float]:
     counts = Counter(values)
     return {v: c / len(values) for v, c in counts.items()}
@@ -366,9 +431,16 @@ class Reference:
                 res.failing |= self.risk_suppression(classes, res.failing, self.model.average_risk)
             if self.model.population_uniqueness is not None:
                 tau, fraction, *named = self.model.population_uniqueness
-                estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
                 kept = {key: len(members) for key, members in classes.items() if key not in res.failing}
                 population = self.n / fraction
+                if named == ["snb"]:
+                    def estimate(sizes: list[int], population: float) -> float:
+                        return snb_population_uniques(sizes, fraction, population)
+                elif named == ["dankar"]:
+                    def estimate(sizes: list[int], population: float) -> float:
+                        return dankar_population_uniques(sizes, fraction, population)
+                else:
+                    estimate = zayatz_population_uniques if named == ["zayatz"] else pitman_population_uniques
                 if 1 in kept.values() and estimate(list(kept.values()), population) / population > tau + EPS:
                     res.failing |= {key for key, size in kept.items() if size == 1}  # every sample unique goes
             if self.model.lkc is not None:

@@ -173,8 +173,8 @@ def test_parsing_and_validation():
                        ((0.1, float("nan")), "sampling fraction")):
         with pytest.raises(InputError, match=match):
             AnonymizationConfig(["q"], models=[PopulationUniqueness(*bad)]).validate()
-    with pytest.raises(InputError, match="estimator 'snb'"):
-        AnonymizationConfig(["q"], models=[PopulationUniqueness(0.1, 0.1, "snb")]).validate()
+    with pytest.raises(InputError, match="estimator 'ewens'"):
+        AnonymizationConfig(["q"], models=[PopulationUniqueness(0.1, 0.1, "ewens")]).validate()
     assert PopulationUniqueness.parse("0.01:0.1:zayatz", ctx) == PopulationUniqueness(0.01, 0.1, "zayatz")
     config = AnonymizationConfig(["q"], models=[PopulationUniqueness(0.02, 0.25)])
     assert AnonymizationConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

@@ -1,4 +1,4 @@
-"""Population uniqueness below a threshold, estimated with Pitman's or Zayatz's model (as ARX's risk-based model).
+"""Population uniqueness below a threshold, estimated with Pitman's, Zayatz's or the SNB model, or by Dankar's rule.
 
 A record that is unique in the *population* on its quasi-identifiers can be re-identified by
 anyone who knows the person's values, sampled or not. The release is a sample of a population;
@@ -34,6 +34,21 @@ n drawn from N with the hypergeometric probability h_i = i · C(N − i, n − 1
     P(unique in the population | unique in the sample) = f₁ h₁ / Σ_i f_i h_i,     Û = f₁ · P / (n / N)
 
 (real N through the Gamma function; h_i = 0 where n − 1 > N − i). Û = 0 without sample uniques.
+
+**Estimator `snb`** (the slide negative binomial model, Chen & Keller-McNulty, "Estimation of
+identification disclosure risk in microdata", Journal of Official Statistics 14(1), 1998; see
+`fedanon.stats.snb` for the equations): population class sizes are one plus a negative
+binomial count, the release a Bernoulli sample with fraction π; the parameters are fitted to the
+numbers of sample classes of size 1 and 2 with K̂ population classes (Haas and Stokes's estimate),
+and Û = K̂ β̂^α̂. It uses π itself, not n / N. Where its two equations have no root (always so
+without a class of two) Û is Zayatz's estimate, as in ARX's decision rule; with several, the
+largest Û is taken.
+
+**Estimator `dankar`** (the decision rule of Dankar, El Emam, Neisa and Roffey, "Estimating the
+re-identification risk of clinical data sets", BMC Medical Informatics and Decision Making 12:66,
+2012, in the form ARX 3.9.2 applies it): π ≤ 0.1: Pitman's estimate; π > 0.1: the smaller of
+Zayatz's and the SNB estimate, Zayatz's where SNB has no root. (ARX falls back to Zayatz also
+where its Pitman solver fails; Pitman's estimate here always exists.)
 
 **Where it does not hold.** The estimate is a property of the whole release, so the criterion is
 release-level (`Criterion.release_level`): after the class-by-class models have named their
@@ -72,8 +87,11 @@ from fedanon.errors import InputError
 from fedanon.model.criterion import Criterion, CriterionContext
 from fedanon.model.registry import ClassView, ParseContext, PrivacyModel, number, register, table_value
 from fedanon.stats.classes import ClassStats
+from fedanon.stats.snb import plain_snb_uniques, snb_uniques
 
-ESTIMATORS = ("pitman", "zayatz")
+ESTIMATORS = ("pitman", "zayatz", "snb", "dankar")
+# Dankar et al.'s rule: Pitman's estimate up to this sampling fraction, SNB or Zayatz above
+DANKAR_PITMAN_FRACTION = 0.1
 EPS = 1e-9
 # below this α the sums over the classes are added term by term (see `pitman_parameters`)
 CLOSED_FORM_ALPHA = 1e-3
@@ -84,7 +102,7 @@ VERIFY_TOLERANCE = 1e-7
 @register
 @dataclass
 class PopulationUniqueness(PrivacyModel):
-    """Estimated population uniqueness ≤ τ: `--population-uniqueness TAU:FRACTION[:pitman|zayatz]`."""
+    """Estimated population uniqueness ≤ τ: `--population-uniqueness TAU:FRACTION[:ESTIMATOR]`."""
 
     threshold: float
     sampling_fraction: float
@@ -92,10 +110,12 @@ class PopulationUniqueness(PrivacyModel):
 
     key = "population_uniqueness"
     flag = "--population-uniqueness"
-    metavar = "TAU:FRACTION[:pitman|zayatz]"
+    metavar = "TAU:FRACTION[:pitman|zayatz|snb|dankar]"
     help = ("population uniqueness at most TAU: the share of the population (input rows / FRACTION, the "
             "sampling fraction) estimated unique on the released quasi-identifiers (Pitman's model, "
-            "Hoshino 2001, the default; or Zayatz 1991); sample uniques are suppressed where it does not hold")
+            "Hoshino 2001, the default; Zayatz 1991; snb, the slide negative binomial model of Chen & "
+            "Keller-McNulty 1998; or dankar, the rule of Dankar et al. 2012 that picks among them by the "
+            "sampling fraction); sample uniques are suppressed where it does not hold")
     decomposes_over_shares = False   # an estimate over the whole release
 
     @classmethod
@@ -104,7 +124,7 @@ class PopulationUniqueness(PrivacyModel):
             parts = [p.strip() for p in value.split(":")]
             what = f"{cls.flag} {value!r}"
             if not 2 <= len(parts) <= 3:
-                raise InputError(f"{what}: expected TAU:FRACTION[:pitman|zayatz]")
+                raise InputError(f"{what}: expected {cls.metavar}")
             estimator = parts[2].lower() if len(parts) == 3 else "pitman"
             return cls(number(parts[0], what + ": threshold"), number(parts[1], what + ": sampling fraction"),
                        estimator)
@@ -132,8 +152,20 @@ class PopulationUniqueness(PrivacyModel):
         if 1 not in sizes:
             return None
         population = table_rows / self.sampling_fraction
-        plain = _plain_zayatz_uniques if self.estimator == "zayatz" else _plain_pitman_uniques
-        share = min(plain(sizes, population), population) / population
+        if self.estimator == "zayatz":
+            uniques = _plain_zayatz_uniques(sizes, population)
+        elif self.estimator == "snb" or (self.estimator == "dankar"
+                                         and self.sampling_fraction > DANKAR_PITMAN_FRACTION):
+            snb = plain_snb_uniques(sizes, self.sampling_fraction)
+            if snb is None:   # no root: Zayatz's estimate, as the criterion takes
+                uniques = _plain_zayatz_uniques(sizes, population)
+            elif self.estimator == "snb":
+                uniques = snb
+            else:
+                uniques = min(snb, _plain_zayatz_uniques(sizes, population))
+        else:   # pitman, or dankar at π ≤ 0.1
+            uniques = _plain_pitman_uniques(sizes, population)
+        share = min(uniques, population) / population
         if share > self.threshold + VERIFY_TOLERANCE * max(1.0, self.threshold):
             return (f"estimated population uniqueness {share:.6g} > {self.threshold:g} "
                     f"({self.estimator}, {sizes.count(1)} sample uniques, population {population:.6g})")
@@ -244,6 +276,24 @@ def zayatz_uniques(sizes: np.ndarray, population: float) -> float:
     return float(min(singles * conditional * population / n, population))
 
 
+def population_snb_uniques(sizes: np.ndarray, population: float, fraction: float) -> float:
+    """The SNB estimate (fedanon.stats.snb), at most N; Zayatz's where its equations have no root."""
+    uniques = snb_uniques(sizes, fraction)
+    if uniques is None:
+        uniques = zayatz_uniques(sizes, population)
+    return float(min(uniques, population))
+
+
+def dankar_uniques(sizes: np.ndarray, population: float, fraction: float) -> float:
+    """Dankar et al.'s rule (module docstring): Pitman's estimate for π ≤ 0.1, else the smaller of
+    Zayatz's and SNB's (Zayatz's where SNB has no root), at most N."""
+    if fraction <= DANKAR_PITMAN_FRACTION:
+        return pitman_uniques(sizes, population)
+    zayatz = zayatz_uniques(sizes, population)
+    snb = snb_uniques(sizes, fraction)
+    return float(min(zayatz if snb is None else min(snb, zayatz), population))
+
+
 class PopulationUniquenessCriterion(Criterion):
     """Release-level: keep the release when its estimated population uniqueness is at most τ,
     else suppress every sample unique."""
@@ -267,6 +317,10 @@ class PopulationUniquenessCriterion(Criterion):
         """The estimated population uniqueness of a release with these class sizes."""
         if self.population is None:
             raise RuntimeError("population uniqueness: prepare() was not called")
+        if self.model.estimator == "snb":
+            return population_snb_uniques(sizes, self.population, self.model.sampling_fraction) / self.population
+        if self.model.estimator == "dankar":
+            return dankar_uniques(sizes, self.population, self.model.sampling_fraction) / self.population
         estimate = zayatz_uniques if self.model.estimator == "zayatz" else pitman_uniques
         return estimate(sizes, self.population) / self.population
 

@@ -253,6 +253,8 @@ def test_c_helper_learns_no_class_size_and_key_holder_no_cell(pooled) -> None:  
     assert "sampled_rows" not in run.outcomes["p2"].report["dp"]   # the others hear the helper's report
     hellos = [json.loads(codec.unpack_message(blob)["control"]) for _, topic, blob in helper_in if topic == "c/hello"]
     assert len(hellos) == 3 and all(h["rows"] == 0 for h in hellos)
+    # no suppression limit travels: without a limit it would be the number of sampled rows
+    assert not any(topic == "c/facts" for _, topic, _ in helper_in)
     sums = [blob for _, topic, blob in run.transports["p1"].recorded if topic == "c/dp-sums"]
     assert len(sums) == len(steps) - 1
     for blob in sums:

@@ -239,14 +239,15 @@ def key_holder_walk(key: CounterPrivateKey, config: AnonymizationConfig, party: 
     return trace.chosen, dp, scores.round_trips
 
 
-#: figures of the `dp` entry that count real rows: the sample's size is the size of the top's
-#: one class, the scores and losses are sums of class sizes -- C's helper learns none of them
+#: figures of the `dp` entry computed from the true rows: the scores and losses are functions of
+#: class sizes, which C's helper never learns (the sample's size it could infer from the padded
+#: row count, pseudotuples being a fixed share, as it infers the row count in an ordinary run)
 COUNTED = ("sampled_rows", "granularity_loss_of_sample")
 
 
 def for_helper(dp: dict[str, Any]) -> dict[str, Any]:
-    """The `dp` entry without the figures that count rows: the parameters, k, the draws and
-    the budget, all of which follow from the settings and the transformations the helper saw."""
+    """The `dp` entry without the figures computed from the true rows: the parameters, k, the
+    draws and the budget, which follow from the settings and the transformations the helper saw."""
     out = {key: value for key, value in dp.items() if key not in COUNTED}
     out["search"] = {key: value for key, value in dp["search"].items() if key != "chosen_score"}
     return out

@@ -324,13 +324,14 @@ class _Primary(KeySharingPrimary):
         config = self.settings.config
         judge = CountJudge(self.counter_key, judge_config(config) if is_dp(config) else config,
                            receive_progressing(self.ctx, self.helper, "c/setup", "anonymize"), workers=None)
-        self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
-        if is_dp(config):  # the key holder scores and draws (dp_release.py)
+        if is_dp(config):  # the key holder scores and draws (dp_release.py); the helper needs none of the
+            # search facts (the limit, without a limit, would be the sample's size)
             _, self.dp_report, _ = key_holder_walk(
                 self.counter_key, config, self.me, PROTOCOL, judge.heights, judge.n_rows,
                 lambda blob: self.transport.send(self.helper, STEP, blob),
                 lambda: receive_progressing(self.ctx, self.helper, SUMS, "anonymize"))
             return judge
+        self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
         while True:
             request = receive_progressing(self.ctx, self.helper, "c/check", "anonymize")
             if request == DONE:
@@ -743,8 +744,6 @@ class _Helper(HelperRole):
                     raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
                 checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
                 transport.send(self.key_holder, "c/setup", checker.setup_request())
-                facts = json.loads(receive_progressing(self.ctx, self.key_holder, "c/facts", "anonymize"))
-                checker.adopt(JudgeFacts(**facts))
                 if is_dp(config):  # the key holder scores and draws; we sum (dp_release.py)
                     levels, dp, scored = serve_walk(
                         checker, [int(h) for h in structure.lattice.heights],
@@ -753,6 +752,8 @@ class _Helper(HelperRole):
                     searched: dict[str, Any] = {"dp": dp, "checks": scored, "optimum_found": False,
                                                 "algorithm": DP_ALGORITHM}
                 else:
+                    facts = json.loads(receive_progressing(self.ctx, self.key_holder, "c/facts", "anonymize"))
+                    checker.adopt(JudgeFacts(**facts))
                     try:
                         found = search(structure, checker)
                     except NoSolutionError as exc:

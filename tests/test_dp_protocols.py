@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from fedanon.cli import main
+from fedanon.consortium.simulation import result_summary
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.table import EncodedTable
@@ -268,6 +269,17 @@ def test_c_helper_learns_no_class_size_and_key_holder_no_cell(pooled) -> None:  
         for sender, topic, payload in run.transports[party].recorded:
             if topic in ("c/dp-step", "c/dp-sums", "c/setup", "c/facts", "c/data"):
                 assert not any(b"CANARY-" in view for view in views(payload)), (party, topic)
+
+
+def test_the_run_summary_fills_the_helpers_dp_entry_from_the_key_holders() -> None:
+    """C's helper reports the `dp` entry without the row counts, the key holder with them: the
+    summary written for the user takes the helper's and fills in what it lacks."""
+    helper = {"transformation": {"age": 1}, "dp": {"k": 73, "search": {"drawn": [[1]]}}}
+    key_holder = {"transformation": {"age": 1}, "suppressed_rows": 4,
+                  "dp": {"k": 73, "sampled_rows": 900, "search": {"drawn": [[1]], "chosen_score": -2.5}}}
+    summary = result_summary({"helper": helper, "p1": key_holder})
+    assert summary["dp"] == {"k": 73, "sampled_rows": 900, "search": {"drawn": [[1]], "chosen_score": -2.5}}
+    assert summary["suppressed_rows"] == 4 and "sampled_rows" not in helper["dp"]   # the reports are not changed
 
 
 def test_c_refuses_class_means_with_dp_before_any_data_moves(pooled) -> None:  # noqa: ANN001

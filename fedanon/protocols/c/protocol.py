@@ -19,6 +19,8 @@ anonymize  helper     -> key holder c/setup          encrypted totals + sensitiv
            key holder -> helper     c/facts          suppression limit, monotonicity flags, implied k
            helper     -> key holder c/check          per node: permuted, packed encrypted class sums (DONE at the end)
            key holder -> helper     c/answer         anonymous / strict / implied-k, loss, bound
+           (a DP run, instead of c/facts .. c/answer: c/dp-step and c/dp-sums, one round trip per step
+           of SafePub's walk, the key holder scoring and drawing -- dp_release.py)
 decrypt    helper     -> key holder c/result         generalized table with pseudotuples, re-permuted, + its counters
            helper     -> primary    c/tally-request  the transformation
            primary    -> key holder c/tally          DIRECT (not via the helper): its real row count and multiset
@@ -504,7 +506,7 @@ class _Primary(KeySharingPrimary):
                 judge = self._judge()
             with timer.phase("decrypt"):
                 outcome.output, facts = self._final(judge, keys)
-            if self.dp_report is not None:  # the full entry: the helper's lacks the row counts
+            if self.dp_report is not None:  # the full entry: the helper's lacks what the true rows give
                 facts["dp"] = self.dp_report
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:

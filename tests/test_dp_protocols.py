@@ -140,7 +140,7 @@ def test_the_same_seed_repeats_a_run_and_no_seed_does_not(pooled) -> None:  # no
         assert a.outcomes["p1"].report["dp"]["randomness"] == "opendp"
 
 
-@pytest.mark.parametrize("protocol, distribution", [("C", "hybrid"), ("A", "hybrid")])
+@pytest.mark.parametrize("protocol, distribution", [("C", "hybrid"), ("A", "hybrid"), ("B", "hybrid")])
 def test_unsupported_protocols_stop_before_any_data_moves(pooled, protocol: str, distribution: str) -> None:  # noqa: ANN001
     columns, rows, hierarchies = pooled
     split = split_horizontal if distribution == "horizontal" else split_vertical

@@ -1,7 +1,8 @@
 """SafePub across institutions: a protocol's DP release is the local release of the same sample.
 
 The primaries sample (horizontal: each its own rows; vertical: the same persons everywhere,
-by a keyed PRF of the TID), the search party runs the local release's search on ciphertext.
+by a keyed PRF of the TID), the search party runs the local release's search on ciphertext
+(C: the key holder scores from decrypted class sizes and draws, the helper sums and generalizes).
 With a seed for every party (tests only), a run must release exactly what
 `engine.safepub.release` does on the pooled table with the same sample and the search
 party's stream; without seeds two runs differ; the vertical sampler keeps a person with
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from fedanon.cli import main
+from fedanon.consortium.simulation import result_summary
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.data.table import EncodedTable
@@ -60,12 +62,12 @@ def dp_config(seed: int | None, epsilon: float = 1.0) -> AnonymizationConfig:
 
 
 def run_b(pooled, distribution: str, config: AnonymizationConfig, record: bool = False,  # noqa: ANN001
-          protocol: str = "B") -> LocalRun:
+          protocol: str = "B", options: dict | None = None) -> LocalRun:
     columns, rows, hierarchies = pooled
     split = split_horizontal if distribution == "horizontal" else split_vertical
     local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split(columns, rows, 3))}
     parties = PARTIES if protocol != "A" else {p: r for p, r in PARTIES.items() if r == "primary"}
-    settings = RunSettings(f"dp-{distribution}", protocol, distribution, config, parties, "p1", {})
+    settings = RunSettings(f"dp-{distribution}", protocol, distribution, config, parties, "p1", options or {})
     run = run_in_memory(settings, local, record=record, timeout_s=300)
     assert not run.errors, run.errors
     return run
@@ -79,14 +81,21 @@ def pooled_sample(run: LocalRun, distribution: str, n_rows: int) -> np.ndarray:
     return np.sort(np.concatenate([np.asarray(groups[i])[run.outcomes[f"p{i + 1}"].sample] for i in range(3)]))
 
 
+#: C's counters: Paillier (the default) in one split, ElGamal in the other (faster, same scores)
+C_COUNTERS = {"horizontal": {}, "vertical": {"counters": "elgamal"}}
+#: who draws: B's helper, A's master (the recipient's right neighbour), C's key holder (the recipient)
+SEARCH_PARTY = {"B": "helper", "A": "p2", "C": "p1"}
+
+
 @pytest.mark.parametrize("protocol, distribution", [("B", "horizontal"), ("B", "vertical"), ("A", "horizontal"),
-                                                    ("A", "vertical")])
+                                                    ("A", "vertical"), ("C", "horizontal"), ("C", "vertical")])
 def test_a_seeded_run_releases_what_the_local_release_does_on_the_same_sample(pooled, protocol: str,  # noqa: ANN001
                                                                               distribution: str) -> None:
     columns, rows, hierarchies = pooled
     config = dp_config(seed=11)
-    run = run_b(pooled, distribution, config, protocol=protocol)
-    search_party = "helper" if protocol == "B" else "p2"   # A: the master, the recipient's right neighbour
+    run = run_b(pooled, distribution, config, protocol=protocol,
+                options=C_COUNTERS[distribution] if protocol == "C" else None)
+    search_party = SEARCH_PARTY[protocol]
     sample = pooled_sample(run, distribution, len(rows))
     if distribution == "vertical":  # the same persons at every party
         for party in ("p2", "p3"):
@@ -110,6 +119,12 @@ def test_a_seeded_run_releases_what_the_local_release_does_on_the_same_sample(po
     assert dp["epsilon_anon"] + dp["epsilon_search"] == pytest.approx(1.0)
     assert "not an optimum" in dp["selection"] and dp["seeded"] is True and dp["search_party"] == search_party
     assert report["optimum_found"] is False
+    if protocol == "C":   # the key holder's scores are the local release's, bit for bit
+        assert dp["search"]["chosen_score"] == local.extra["dp"]["search"]["chosen_score"]
+        q, n, total = len(QIS), sample.size, len(rows)   # the local release charges the whole input
+        charged = dp["granularity_loss_of_sample"] * n * q
+        assert (charged + q * (total - n)) / (total * q) == pytest.approx(local.extra["dp"]["granularity_loss"], rel=1e-12)
+        assert report["pseudotuples_dropped"] > 0
 
 
 def test_the_same_seed_repeats_a_run_and_no_seed_does_not(pooled) -> None:  # noqa: ANN001
@@ -125,7 +140,7 @@ def test_the_same_seed_repeats_a_run_and_no_seed_does_not(pooled) -> None:  # no
         assert a.outcomes["p1"].report["dp"]["randomness"] == "opendp"
 
 
-@pytest.mark.parametrize("protocol, distribution", [("C", "horizontal"), ("C", "vertical")])
+@pytest.mark.parametrize("protocol, distribution", [("C", "hybrid"), ("A", "hybrid"), ("B", "hybrid")])
 def test_unsupported_protocols_stop_before_any_data_moves(pooled, protocol: str, distribution: str) -> None:  # noqa: ANN001
     columns, rows, hierarchies = pooled
     split = split_horizontal if distribution == "horizontal" else split_vertical
@@ -217,6 +232,67 @@ def test_what_a_primary_sends_holds_no_cell_value_path_or_key(pooled, protocol: 
     assert len(hellos) == (3 if protocol == "B" else 2) and all(h["rows"] == 0 for h in hellos)
 
 
+def test_c_helper_learns_no_class_size_and_key_holder_no_cell(pooled) -> None:  # noqa: ANN001
+    """C in a DP run: the helper receives the key holder's steps (the drawn transformation and
+    the candidates to sum) and the report's `dp` entry without any row count; the key holder
+    receives per candidate only encrypted class sizes and loss fractions; no cell value (a
+    canary in every row of the insensitive column) reaches either during the search, and
+    no hello announces a row count."""
+    columns, rows, hierarchies = pooled
+    canaries = [f"CANARY-{i:05d}-salary" for i in range(len(rows))]
+    planted = [row[:-1] + [c] for row, c in zip(rows, canaries)]
+    run = run_b((columns, planted, hierarchies), "horizontal", dp_config(seed=None), record=True, protocol="C",
+                options={"counters": "elgamal"})
+    key_holder = run.outcomes["p1"].report["dp"]
+    assert key_holder["sampled_rows"] > 0 and "chosen_score" in key_holder["search"]
+    helper_in = [(sender, topic, blob) for sender, topic, blob in run.transports["helper"].recorded]
+    steps = [json.loads(blob) for _, topic, blob in helper_in if topic == "c/dp-step"]
+    assert len(steps) >= 2 and all(set(step) in ({"pivot", "nodes"}, {"final", "dp"}) for step in steps)
+    final = steps[-1]["dp"]
+    assert "sampled_rows" not in final and "granularity_loss_of_sample" not in final
+    assert "chosen_score" not in final["search"] and final["search"]["drawn"] == key_holder["search"]["drawn"]
+    assert "sampled_rows" not in run.outcomes["p2"].report["dp"]   # the others hear the helper's report
+    hellos = [json.loads(codec.unpack_message(blob)["control"]) for _, topic, blob in helper_in if topic == "c/hello"]
+    assert len(hellos) == 3 and all(h["rows"] == 0 for h in hellos)
+    # no suppression limit travels: without a limit it would be the number of sampled rows
+    assert not any(topic == "c/facts" for _, topic, _ in helper_in)
+    sums = [blob for _, topic, blob in run.transports["p1"].recorded if topic == "c/dp-sums"]
+    assert len(sums) == len(steps) - 1
+    for blob in sums:
+        parts = codec.unpack_message(blob)
+        assert set(json.loads(parts.pop("control"))) == {"nodes"}
+        for part in parts.values():
+            node = codec.unpack_message(part)
+            assert set(json.loads(node.pop("control"))) == {"levels", "classes"} and set(node) == {"sizes", "weights"}
+            assert node["sizes"][0] in (0x50, 0x45)   # a counter-sum message (Paillier / ElGamal), no count
+    for party in ("helper", "p1"):
+        for sender, topic, payload in run.transports[party].recorded:
+            if topic in ("c/dp-step", "c/dp-sums", "c/setup", "c/facts", "c/data"):
+                assert not any(b"CANARY-" in view for view in views(payload)), (party, topic)
+
+
+def test_the_run_summary_fills_the_helpers_dp_entry_from_the_key_holders() -> None:
+    """C's helper reports the `dp` entry without the row counts, the key holder with them: the
+    summary written for the user takes the helper's and fills in what it lacks."""
+    helper = {"transformation": {"age": 1}, "dp": {"k": 73, "search": {"drawn": [[1]]}}}
+    key_holder = {"transformation": {"age": 1}, "suppressed_rows": 4,
+                  "dp": {"k": 73, "sampled_rows": 900, "search": {"drawn": [[1]], "chosen_score": -2.5}}}
+    summary = result_summary({"helper": helper, "p1": key_holder})
+    assert summary["dp"] == {"k": 73, "sampled_rows": 900, "search": {"drawn": [[1]], "chosen_score": -2.5}}
+    assert summary["suppressed_rows"] == 4 and "sampled_rows" not in helper["dp"]   # the reports are not changed
+
+
+def test_c_refuses_class_means_with_dp_before_any_data_moves(pooled) -> None:  # noqa: ANN001
+    columns, rows, hierarchies = pooled
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(split_horizontal(columns, rows, 3))}
+    settings = RunSettings("dp-means", "C", "horizontal", dp_config(seed=1), PARTIES, "p1",
+                           {"aggregate_means": ["salary-class"]})
+    run = run_in_memory(settings, local, record=True, timeout_s=60)
+    assert set(run.errors) == set(PARTIES)
+    assert all("aggregate_means cannot be combined with --dp" in str(e) for e in run.errors.values())
+    assert not any(t == "c/data" for _, t, _ in run.transports["helper"].recorded)
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fedanon", *args], cwd=cwd, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=600)
@@ -246,9 +322,7 @@ def test_simulate_with_dp_flags_and_toml(tmp_path: Path) -> None:
     assert dp["epsilon"] == 2 and dp["delta"] == 1e-6 and dp["epsilon_search"] == 0.4 and dp["steps"] == 8
     assert dp["budget"]["entries"][-1]["detail"]["k"] == dp["k"] and dp["k"] > 1
     assert report["rows_written"] == dp["sampled_rows"] < 30162
-    for extra, message in ((["--protocol", "C"], "Protocol C makes no differentially private release"),
-                           (["--protocol", "C", "--split", "vertical"], "Protocol C makes no"),
-                           (["--protocol", "A", "--verified"], "--verified"),
+    for extra, message in ((["--protocol", "A", "--verified"], "--verified"),
                            (["--baseline"], "--baseline"), (["--dp-steps", "0"], "--dp-steps"),
                            (["--dp-search-budget", "3"], "--dp-search-budget")):
         bad = _cli("simulate", str(ADULT / "adult.csv"), *QI_FLAGS, "--dp", "1,1e-6", "--in-memory", "-q",
@@ -284,7 +358,7 @@ def test_daemons_release_a_dp_sample_over_grpc(tmp_path: Path, protocol: str) ->
 
 
 @pytest.mark.slow
-def test_fedanon_run_makes_a_dp_release_and_c_refuses_it(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_fedanon_run_makes_a_dp_release_in_b_and_c(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     """`fedanon run` with `[privacy.dp]` in the run file, over party daemons (gRPC, mutual TLS)."""
     import tomli_w
     from example_parties import example_primaries
@@ -311,5 +385,10 @@ def test_fedanon_run_makes_a_dp_release_and_c_refuses_it(tmp_path: Path, capsys)
         assert dp["epsilon"] == 2 and dp["k"] > 8 and dp["search_party"] == "helper"
         assert report["output_rows"] == dp["sampled_rows"]  # 8 rows, k > 8: every sampled row suppressed
         capsys.readouterr()
-        assert main(["run", "--config", str(run_toml), "--protocol", "C", "--no-progress"]) != 0
-        assert "Protocol C makes no differentially private release" in capsys.readouterr().err
+        assert main(["run", "--config", str(run_toml), "--protocol", "C", "--no-progress"]) == 0
+        report = json.loads((tmp_path / "report.json").read_text())
+        recipient = cfg.result_recipient
+        dp = report["party_reports"][recipient]["dp"]   # C: the key holder (the recipient) draws
+        assert dp["search_party"] == recipient and dp["epsilon"] == 2 and dp["k"] > 8
+        assert "sampled_rows" not in report["party_reports"]["helper"]["dp"]
+        assert report["output_rows"] == dp["sampled_rows"]

@@ -256,16 +256,25 @@ def result_summary(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
     No single party knows everything: the anonymizing party (B's helper, A's master) knows
     the transformation and loss, but in Protocol C only the key holder learns how many
     real rows were suppressed and how many classes were kept. A field missing from (or
-    None in) one report is taken from the next one that has it.
+    None in) one report is taken from the next one that has it, also inside a table (C's
+    key holder adds the row counts to the `dp` entry the helper reports without them).
     """
     merged: dict[str, Any] = {}
     for rep in party_reports.values():
-        if "transformation" not in rep:
-            continue
-        for key, value in rep.items():
-            if merged.get(key) is None:
-                merged[key] = value
+        if "transformation" in rep:
+            merged = _fill(merged, rep)
     return merged
+
+
+def _fill(first: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """`first`, with what it lacks (or holds as None) taken from `later`; neither is changed."""
+    out = dict(first)
+    for key, value in later.items():
+        if out.get(key) is None:
+            out[key] = value
+        elif isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = _fill(out[key], value)
+    return out
 
 
 # --------------------------------------------------------------------------- command

@@ -57,15 +57,41 @@ class SearchTrace:
     steps_taken: int     # draws made (fewer than `steps` when the candidates run out)
 
 
+def granularity_loss(sizes: np.ndarray, fractions: np.ndarray, n_rows: int, k: int) -> float:
+    """SafePub's charged loss of one transformation from its classes alone.
+
+    `sizes[c]` is class c's number of (sampled) rows, `fractions[c, i]` the Iyengar loss fraction
+    of the class's generalized value of QI i. Every row not released (suppressed, or among the
+    `n_rows` charged but in no kept class) costs |QI|; every released cell its fraction. The
+    terms are one per (kept class, QI), added with `math.fsum` (exactly rounded): the result
+    depends on the multiset of classes only, never on their order -- so a party that sees the
+    classes in a random order (Protocol C's key holder) computes the same bits as the local
+    release. Classes of size 0 add nothing.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    fractions = np.asarray(fractions, dtype=np.float64).reshape(sizes.shape[0], -1)
+    kept = sizes >= k
+    q = fractions.shape[1]
+    released = int(sizes[kept].sum())
+    cells = sizes[kept].astype(np.float64)[:, None] * fractions[kept]
+    return math.fsum([float(q * (n_rows - released)), *cells.ravel().tolist()])
+
+
+def granularity_score(loss: float, n_qis: int, k: int) -> float:
+    """The score of a charged loss: divided by |QI|·max(k-1, 1), the most one row changes it
+    (sensitivity 1), and negated (the mechanism prefers high scores)."""
+    return -loss / (n_qis * max(k - 1, 1))
+
+
 class GranularityScore:
     """SafePub's granularity score of a transformation on the sample (sensitivity 1).
 
     `n_rows` is the number of rows charged |QI| each when not released. SafePub charges every
     input row; the rows that are not sampled cost the same under every transformation, so
     charging only the sample's rows (what a protocol's search party sees) shifts every score
-    by one constant and leaves the exponential mechanism's distribution unchanged. The sum is
-    formed per generalized value and added with `math.fsum` (exactly rounded), so it does not
-    depend on the order of classes or values: the same bits on plaintext and on ciphertext.
+    by one constant and leaves the exponential mechanism's distribution unchanged. The loss is
+    `granularity_loss` of the node's classes, so it does not depend on the order of classes:
+    the same bits on plaintext, on ciphertext and at a party that sees the classes permuted.
     """
 
     def __init__(self, grouper: Grouper, fractions: LossFractions, n_rows: int, k: int) -> None:
@@ -77,18 +103,13 @@ class GranularityScore:
         """Σ over released cells of the loss fraction + |QI| per row not released."""
         classes, _ = self.grouper.classes(levels)
         sizes = np.asarray(classes.stats.sizes, dtype=np.int64)
-        kept = sizes >= self.k
-        released = int(sizes[kept].sum())
-        terms = [float(self.q * (self.n_rows - released))]
+        fractions = np.empty((sizes.shape[0], self.q), dtype=np.float64)
         for i, level in enumerate(levels):
-            fraction = self.fractions[i][level]
-            rows_per_value = np.bincount(classes.codes[kept, i], weights=sizes[kept].astype(np.float64),
-                                         minlength=fraction.shape[0])
-            terms.extend((rows_per_value * fraction).tolist())
-        return math.fsum(terms)
+            fractions[:, i] = self.fractions[i][level][np.asarray(classes.codes[:, i], dtype=np.int64)]
+        return granularity_loss(sizes, fractions, self.n_rows, self.k)
 
     def __call__(self, levels: tuple[int, ...]) -> float:
-        return -self.loss(levels) / self.sensitivity_units
+        return granularity_score(self.loss(levels), self.q, self.k)
 
 
 def specializations(levels: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -96,19 +117,36 @@ def specializations(levels: tuple[int, ...]) -> list[tuple[int, ...]]:
     return [levels[:i] + (l - 1,) + levels[i + 1:] for i, l in enumerate(levels) if l > 0]
 
 
-def search(top: tuple[int, ...], score: Callable[[tuple[int, ...]], float], params: SafePubParameters,
+#: Scores of candidate transformations, asked for in batches: `(pivot, nodes) -> scores`, where
+#: `nodes` are the not yet scored direct specializations of the transformation just drawn
+#: (`pivot`; None for the start, the lattice's top alone). A batch lets a protocol score one
+#: step's candidates in one round trip; the local release scores them one by one.
+BatchScores = Callable[[tuple[int, ...] | None, list[tuple[int, ...]]], list[float]]
+
+
+def one_by_one(score: Callable[[tuple[int, ...]], float]) -> BatchScores:
+    """A per-node score as a batch scorer."""
+    return lambda _pivot, nodes: [score(node) for node in nodes]
+
+
+def search(top: tuple[int, ...], score: BatchScores, params: SafePubParameters,
            rng: Randomness, ledger: Ledger, progress: Callable[[int, int], None] | None = None,
            final: str = "best") -> SearchTrace:
-    """The exponential-mechanism walk down from `top` (see the module text)."""
-    scores: dict[tuple[int, ...], float] = {top: score(top)}
+    """The exponential-mechanism walk down from `top` (see the module text); whoever calls it
+    holds the scores and draws."""
+    scores: dict[tuple[int, ...], float] = {top: _one(score(None, [top]))}
     candidates: dict[tuple[int, ...], float] = {top: scores[top]}
     pivot, drawn = top, []
     best, best_score = top, scores[top]
     steps_taken = 0
     for step in range(1, params.steps + 1):
-        for node in specializations(pivot):
-            if node not in scores:
-                scores[node] = candidates[node] = score(node)
+        new = [node for node in specializations(pivot) if node not in scores]
+        if new:
+            got = score(pivot, new)
+            if len(got) != len(new):
+                raise ValueError(f"{len(got)} scores for {len(new)} candidates")
+            for node, value in zip(new, got):
+                scores[node] = candidates[node] = float(value)
         candidates.pop(pivot, None)
         if not candidates:
             break
@@ -127,6 +165,38 @@ def search(top: tuple[int, ...], score: Callable[[tuple[int, ...]], float], para
     if final == "last":
         best, best_score = pivot, scores[pivot]
     return SearchTrace(drawn, best, best_score, len(scores), steps_taken)
+
+
+def _one(scores: list[float]) -> float:
+    if len(scores) != 1:
+        raise ValueError(f"{len(scores)} scores for the one start transformation")
+    return float(scores[0])
+
+
+def spend_anonymization(ledger: Ledger, params: SafePubParameters, k: int, rng: Randomness) -> None:
+    """The ledger entry of the sampling and the k-anonymization (ε_anon, δ)."""
+    ledger.spend("row sample and k-anonymization", SAMPLING if not rng.seeded else "sampling (seeded, tests only)",
+                 params.epsilon_anon, params.delta, beta=params.beta, k=k)
+
+
+def describe(params: SafePubParameters, k: int, final: str, sampled_rows: int, rng: Randomness,
+             trace: SearchTrace, ledger: Ledger) -> dict[str, Any]:
+    """The report's `dp` entry: the parameters, the draws and what each part spent."""
+    return {
+        **params.to_dict(), "k": k, "k_derived": params.k, "sampled_rows": int(sampled_rows),
+        "randomness": rng.name, "seeded": rng.seeded,
+        "selection": "sampled by the exponential mechanism, not an optimum",
+        "final": final,
+        "score": "granularity (SafePub), sensitivity 1",
+        "search": {"drawn": [list(d) for d in trace.drawn], "scored": trace.scored,
+                   "steps_taken": trace.steps_taken, "chosen_score": trace.chosen_score},
+        "budget": ledger.to_dict(),
+    }
+
+
+def release_k(config: AnonymizationConfig) -> int:
+    """The k a release suppresses below: the derived k, or the config's k where larger."""
+    return max(_model(config).parameters().k, int(config.k))
 
 
 def release(
@@ -200,9 +270,8 @@ def release_sample(
     top = tuple(int(h) - 1 for h in structure.lattice.heights)
     grouper = structure.grouper
     scorer = GranularityScore(grouper, LossFractions(structure), sample.n_rows, k)
-    trace = search(top, scorer, params, rng, ledger, progress, final=model.final)
-    ledger.spend("row sample and k-anonymization", SAMPLING if not rng.seeded else "sampling (seeded, tests only)",
-                 params.epsilon_anon, params.delta, beta=params.beta, k=k)
+    trace = search(top, one_by_one(scorer), params, rng, ledger, progress, final=model.final)
+    spend_anonymization(ledger, params, k, rng)
     levels = trace.chosen
     classes = grouper.group_rows(levels, keep_rows=True)
     sizes = np.asarray(classes.stats.sizes, dtype=np.int64)
@@ -212,16 +281,7 @@ def release_sample(
     metric = build_metric(config.metric, local_statistics(structure).metric, config.metric_weights())
     loss = float(metric.loss(levels, classes, failing))
     charged = scorer.loss(levels)
-    dp: dict[str, Any] = {
-        **params.to_dict(), "k": k, "k_derived": params.k, "sampled_rows": int(sample.n_rows),
-        "randomness": rng.name, "seeded": rng.seeded,
-        "selection": "sampled by the exponential mechanism, not an optimum",
-        "final": model.final,
-        "score": "granularity (SafePub), sensitivity 1",
-        "search": {"drawn": [list(d) for d in trace.drawn], "scored": trace.scored,
-                   "steps_taken": trace.steps_taken, "chosen_score": trace.chosen_score},
-        "budget": ledger.to_dict(),
-    }
+    dp = describe(params, k, model.final, sample.n_rows, rng, trace, ledger)
     if input_rows is not None:
         dp["input_rows"] = int(input_rows)
         # over the whole input: rows not released (not sampled or suppressed) count 1 per QI

@@ -79,8 +79,8 @@ _SPECS: dict[str, ProtocolSpec] = {
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
                       class_means=C_MEANS, demo_sample_rows=2000,
-                      dp_refusal="its helper never sees a class size, so it cannot score the exponential "
-                                 "mechanism's candidates; use Protocol B or A"),
+                      # the key holder scores and draws (protocols/c/dp_release.py)
+                      dp=("horizontal", "vertical")),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
                           "connectivity check: nonce exchange over every channel, no data",
                           ("primary", "helper"), needs_helper=False, anonymizes=False,

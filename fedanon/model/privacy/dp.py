@@ -20,8 +20,9 @@ What each party learns in the protocols (`protocols/dp/release.py`): every prima
 rows before anything leaves it (horizontally on its own; vertically by a keyed PRF of the TID,
 so that all keep the same persons) and announces no row count. A's master and B's helper then
 see what they see in an ordinary run over the sampled rows
-only, and draw the transformation; C refuses the model before any data moves, since its helper
-never sees the class sizes the scores need.
+only, and draw the transformation. C's helper never sees the class sizes the scores need, so
+C's key holder scores each step's candidates from the sizes it decrypts and draws
+(`protocols/c/dp_release.py`).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class DifferentialPrivacy(PrivacyModel):
 
     def criterion(self) -> Criterion:
         raise InputError("--dp releases are made by `fedanon anonymize` and `anonymize_frame` only "
-                         "(and by Protocols A and B); this command does not support differential privacy")
+                         "(and by Protocols A, B and C); this command does not support differential privacy")
 
     def violation(self, view: ClassView) -> str | None:
         k = self.parameters().k

@@ -40,7 +40,8 @@ from fedanon.engine.result import NoSolutionError
 from fedanon.engine.settings import keep_engine_private
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols.dp.release import check_config, dp_model, keep_persons, keep_rows, sampled, search
+from fedanon.protocols.dp.release import (check_config, dp_model, keep_persons, keep_rows, refuse_unsupported,
+                                         sampled, search)
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
@@ -138,6 +139,7 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)  # a DP release the registry says B cannot make (a hybrid layout)
         super().__init__(ctx, PROTOCOL)
         self.recipient = self.settings.result_recipient
         self.run_id = self.settings.run_id
@@ -452,6 +454,7 @@ def run_helper(ctx: RoleContext) -> RoleOutcome:
 
 class _Helper(HelperRole):
     def __init__(self, ctx: RoleContext) -> None:
+        refuse_unsupported(ctx)
         super().__init__(ctx, PROTOCOL)
         self._rows_of: dict[str, np.ndarray] = {}  # per primary: its row of every integrated row, or -1
         self._share_rows: dict[str, int] = {}

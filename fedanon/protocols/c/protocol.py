@@ -19,6 +19,8 @@ anonymize  helper     -> key holder c/setup          encrypted totals + sensitiv
            key holder -> helper     c/facts          suppression limit, monotonicity flags, implied k
            helper     -> key holder c/check          per node: permuted, packed encrypted class sums (DONE at the end)
            key holder -> helper     c/answer         anonymous / strict / implied-k, loss, bound
+           (a DP run, instead of c/facts .. c/answer: c/dp-step and c/dp-sums, one round trip per step
+           of SafePub's walk, the key holder scoring and drawing -- dp_release.py)
 decrypt    helper     -> key holder c/result         generalized table with pseudotuples, re-permuted, + its counters
            helper     -> primary    c/tally-request  the transformation
            primary    -> key holder c/tally          DIRECT (not via the helper): its real row count and multiset
@@ -60,7 +62,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.engine.result import NoSolutionError
 from fedanon.data.table import EncodedTable
 from fedanon.errors import FedanonError, ProtocolError
-from fedanon.protocols.dp.release import refuse_unsupported
+from fedanon.protocols.dp.release import check_config, refuse_unsupported
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.api import LocalData, RoleContext, RoleOutcome
 from fedanon.protocols.kit.cellcrypt import (
@@ -100,6 +102,17 @@ from fedanon.protocols.kit.keyshare import (
     verified_publics,
 )
 from fedanon.protocols.kit.progress import ProgressTicker, receive_progressing
+from fedanon.protocols.c.dp_release import (
+    ALGORITHM as DP_ALGORITHM,
+    STEP,
+    SUMS,
+    checked_config,
+    is_dp,
+    judge_config,
+    key_holder_walk,
+    sample_share,
+    serve_walk,
+)
 from fedanon.protocols.c.class_means import class_bounds, class_means, encode_values, mean_columns
 from fedanon.protocols.c.pseudotuples import fake_tid, pseudotuple_count, pseudotuple_share, resample_rows
 from fedanon.protocols.kit.release_tally import Tally, check_tallies, own_tally, shared_key_column, tally_key
@@ -184,19 +197,22 @@ def run_primary(ctx: RoleContext) -> RoleOutcome:
 
 class _Primary(KeySharingPrimary):
     def __init__(self, ctx: RoleContext) -> None:
-        refuse_unsupported(ctx)  # no DP release in C (protocols/dp/release.py): stop before any data moves
+        refuse_unsupported(ctx)  # a DP release the registry says C cannot make: stop before any data moves
         super().__init__(ctx, PROTOCOL)
         self.key_holder = self.settings.result_recipient
         self.hybrid = self.settings.distribution == HYBRID
         self.vertical = self.settings.distribution == "vertical" or self.hybrid  # joined on the TID
         self.counter_key: CounterPrivateKey | None = None
         self._joined: np.ndarray | None = None  # hybrid: which of our sent rows are in the join
+        self.dp_report: dict[str, Any] | None = None  # key holder of a DP run: the report's `dp` entry
 
     # -- encrypt -----------------------------------------------------------------------
     def _hello(self) -> tuple[Roster, CounterPublicKey]:
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
+        if is_dp(config):
+            hello.rows = 0  # a DP run announces no row count: the helper learns only the sample's
         bind_hello(hello, self.identity, self.tls, PROTOCOL, self.settings.run_id)
         parts: dict[str, bytes] = {}
         if self.me == self.key_holder:
@@ -307,8 +323,16 @@ class _Primary(KeySharingPrimary):
     # -- key holder: judge, then filter and decrypt -----------------------------------------
     def _judge(self) -> CountJudge:
         assert self.counter_key is not None
-        judge = CountJudge(self.counter_key, self.settings.config,
+        config = self.settings.config
+        judge = CountJudge(self.counter_key, judge_config(config) if is_dp(config) else config,
                            receive_progressing(self.ctx, self.helper, "c/setup", "anonymize"), workers=None)
+        if is_dp(config):  # the key holder scores and draws (dp_release.py); the helper needs none of the
+            # search facts (the limit, without a limit, would be the sample's size)
+            _, self.dp_report, _ = key_holder_walk(
+                self.counter_key, config, self.me, PROTOCOL, judge.heights, judge.n_rows,
+                lambda blob: self.transport.send(self.helper, STEP, blob),
+                lambda: receive_progressing(self.ctx, self.helper, SUMS, "anonymize"))
+            return judge
         self.transport.send(self.helper, "c/facts", json.dumps(asdict(judge.facts())).encode())
         while True:
             request = receive_progressing(self.ctx, self.helper, "c/check", "anonymize")
@@ -451,7 +475,7 @@ class _Primary(KeySharingPrimary):
             keep[sent] = True
             local = LocalData(list(local.columns), [r for r, k in zip(local.rows, keep.tolist()) if k],
                               local.hierarchies, local.tid_column, None)
-        problems = check_result(self.me, local, self.settings.config, self.settings.distribution, output,
+        problems = check_result(self.me, local, check_config(self.settings.config), self.settings.distribution, output,
                                 np.asarray(suppressed, dtype=bool).tolist(),
                                 transformation if isinstance(transformation, dict) else None, timings)
         if problems:
@@ -467,6 +491,9 @@ class _Primary(KeySharingPrimary):
             self._roster = roster
             shared = shared_key_column(list(roster.columns), roster.tid_column if self.vertical else None)  # TID
             self._tally_key = tally_key(keys[shared], PROTOCOL, self.settings.run_id)
+            if is_dp(self.settings.config):  # only the sample is padded, encrypted and sent (dp_release.py)
+                self.local, outcome.sample = sample_share(self.settings.config, self.me, self.local, self._tally_key,
+                                                          self.vertical, self.settings.run_id)
             self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
         with timer.phase("integrate"):
             # the helper relays the progress of the slowest primary's encryption, then integrates
@@ -479,6 +506,8 @@ class _Primary(KeySharingPrimary):
                 judge = self._judge()
             with timer.phase("decrypt"):
                 outcome.output, facts = self._final(judge, keys)
+            if self.dp_report is not None:  # the full entry: the helper's lacks what the true rows give
+                facts["dp"] = self.dp_report
             outcome.report.update({"key_holder_checks": judge.checks, **facts})
         else:
             with timer.phase("decrypt"):
@@ -526,7 +555,7 @@ class _Helper(HelperRole):
         errors: list[str] = []
         verdict = None
         try:
-            check_supported(settings.config)
+            check_supported(checked_config(settings.config, settings.options))
             counter_scheme(settings.options)
             pseudotuple_share(settings.options)
             if settings.options.get("per_party_keys"):
@@ -675,6 +704,11 @@ class _Helper(HelperRole):
         loaded = RowCounters(counter_key.load(real, workers=None), None)
         return table, hierarchies, loaded, real
 
+    def _send_sums(self, blob: bytes) -> None:
+        """DP run: one step's candidate sums to the key holder (`dp_release.serve_walk`)."""
+        self.round_trips += 1
+        self.transport.send(self.key_holder, SUMS, blob)
+
     def _ask(self, request: bytes) -> bytes:
         self.round_trips += 1
         self.transport.send(self.key_holder, "c/check", request)
@@ -706,20 +740,31 @@ class _Helper(HelperRole):
         try:
             with timer.phase("anonymize"):
                 try:
-                    structure = prepare_structure(table, hierarchies, config, require_subset=False)
+                    structure = prepare_structure(table, hierarchies, judge_config(config) if is_dp(config) else config,
+                                                  require_subset=False)
                 except FedanonError as exc:
                     raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
                 checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
                 transport.send(self.key_holder, "c/setup", checker.setup_request())
-                facts = json.loads(receive_progressing(self.ctx, self.key_holder, "c/facts", "anonymize"))
-                checker.adopt(JudgeFacts(**facts))
-                try:
-                    found = search(structure, checker)
-                except NoSolutionError as exc:
-                    raise stop_run(self.ctx, str(exc), "no-solution") from None
-                transport.send(self.key_holder, "c/check", DONE)
+                if is_dp(config):  # the key holder scores and draws; we sum (dp_release.py)
+                    levels, dp, scored = serve_walk(
+                        checker, [int(h) for h in structure.lattice.heights],
+                        lambda: receive_progressing(self.ctx, self.key_holder, STEP, "anonymize"),
+                        self._send_sums, self.search_progress.tick)
+                    searched: dict[str, Any] = {"dp": dp, "checks": scored, "optimum_found": False,
+                                                "algorithm": DP_ALGORITHM}
+                else:
+                    facts = json.loads(receive_progressing(self.ctx, self.key_holder, "c/facts", "anonymize"))
+                    checker.adopt(JudgeFacts(**facts))
+                    try:
+                        found = search(structure, checker)
+                    except NoSolutionError as exc:
+                        raise stop_run(self.ctx, str(exc), "no-solution") from None
+                    transport.send(self.key_holder, "c/check", DONE)
+                    levels = structure.lattice.node_levels(found.node)
+                    searched = {"information_loss": float(found.loss), "metric": config.metric,
+                                "checks": found.checks, "algorithm": found.algorithm}
             with timer.phase("decrypt"):
-                levels = structure.lattice.node_levels(found.node)
                 output = generalize(structure, levels)
                 n = output.n_rows
                 perm = random_permutation(n)
@@ -732,11 +777,9 @@ class _Helper(HelperRole):
                 if self.values:
                     parts.update(self._class_sums(output, perm, counter_key))
                 report = {"transformation": {q: int(l) for q, l in zip(config.quasi_identifiers, levels)},
-                          "information_loss": float(found.loss), "metric": config.metric, "checks": found.checks,
-                          "rollups": checker.rollups, "suppression_rounds": checker.suppression_rounds,
+                          **searched, "rollups": checker.rollups, "suppression_rounds": checker.suppression_rounds,
                           "screened_checks": checker.screened, "key_holder_round_trips": self.round_trips,
-                          "lattice_size": structure.lattice.size,
-                          "algorithm": found.algorithm, "rows_with_pseudotuples": n,
+                          "lattice_size": structure.lattice.size, "rows_with_pseudotuples": n,
                           "counters": counter_key.scheme, "pseudotuple_share": pseudotuple_share(settings.options)}
                 send_control(transport, self.key_holder, "c/result", Verdict(ok=True, report=report), **parts)
                 if self.hybrid:

@@ -19,16 +19,17 @@ A DP run (`config.model("dp")`) changes two things in a protocol, nothing else:
   and sent (dictionaries hold only values the sample has), and a DP hello announces no row
   count, so the helper learns the sample's size and rows, which the output reveals anyway,
   and nothing about the rows that were not sampled.
-* **The search, at the party that runs the engine** (B's helper, A's master), on the
+* **The search, at the party that runs the engine** (B's helper, A's master; C below), on the
   integrated ciphertext of the sample: `engine.safepub.release_sample`, the same code as
   the local release, drawing the exponential mechanism from that party's own randomness.
   The score is computed from class sizes and hierarchy leaf counts only, so it has the same
   value on ciphertext as on plaintext.
 
-Protocol C refuses a DP run before any data moves: its helper never sees a class size, so
-it cannot score; scoring at the key holder would need a round trip per candidate and
-shows the key holder the class structure of every candidate. Which protocol supports
-which split is in the registry (`ProtocolSpec.dp`).
+In Protocol C the helper never sees a class size, so the key holder scores and draws: the
+helper sends the encrypted class sizes of one step's candidates in one message, the key
+holder decrypts them, scores with the local release's code and names the drawn transformation
+(`protocols/c/dp_release.py`). Which protocol supports which split is in the registry
+(`ProtocolSpec.dp`).
 
 `--seed` (tests only) gives every party its own seeded stream (`dp.randomness`, stream =
 the party's name), so a distributed run can be compared with the local release on the
@@ -138,12 +139,17 @@ def search(table: EncodedTable, hierarchies: dict[str, Hierarchy], config: Anony
            protocol: str) -> AnonymizationResult:
     """The search party's part: SafePub's search and k-anonymization of the integrated sample."""
     result = release_sample(table, hierarchies, config, rng=party_randomness(config, party))
-    result.extra["dp"].update({
+    result.extra["dp"].update(search_facts(protocol, party))
+    return result
+
+
+def search_facts(protocol: str, party: str) -> dict[str, str]:
+    """What a protocol's DP report adds to the local release's: who drew, how the rows were sampled."""
+    return {
         "protocol": protocol, "search_party": party,
         "sampling": "at each primary before encryption (horizontal: Bernoulli(beta) per row from its own "
                     "randomness; vertical: keyed PRF of the TID under a key the primaries share)",
-    })
-    return result
+    }
 
 
 def check_config(config: AnonymizationConfig) -> AnonymizationConfig:

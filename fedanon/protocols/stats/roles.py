@@ -1,0 +1,221 @@
+"""The statistics mode of Protocols B and C: noisy counts of the pooled table, summed under encryption.
+
+A run whose options hold `statistics` (`dp.statistics.StatisticsRequest`) releases the total
+row count and marginals of the table the primaries hold together, as `fedanon stats` does
+for one table, and anonymizes nothing. Horizontal splits only: every primary counts its own
+rows in every cell.
+
+encrypt    key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
+                                                to primaries also the cells' digest (`counts.py`)
+           primary    -> helper       s/counts  Enc(own counts [+ own noise shares]) per cell
+integrate  helper multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
+decrypt    helper     -> key holder   s/sums    the encrypted noisy sums (+ how the noise was drawn)
+           key holder -> every party  s/done    (no data)
+
+The key holder is the run's result recipient. It is the only party that decrypts anything,
+and all it decrypts is one noisy sum per cell. The helper sees only Paillier ciphertexts
+(and how many cells each table has, which the hierarchies' shapes tell it anyway). Who draws
+the noise is the difference between the protocols:
+
+* **B** (`noise="helper"`): the helper draws exact discrete Laplace noise (OpenDP) and adds it
+  under encryption. B trusts its helper not to collude with a primary; only a collusion of
+  the helper with the key holder could remove the noise.
+* **C** (`noise="joint"`): every primary adds its own share of the noise (`dp/shares.py`),
+  drawn so that any n − 1 shares already sum to the full discrete Laplace noise: no party,
+  the key holder included, knows enough of the noise to remove it, and the helper adds none.
+
+With a seed (tests only) every party draws from its own seeded stream, named by the party.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedanon.crypto.paillier import PaillierPublicKey, generate_paillier_keypair
+from fedanon.data.table import EncodedTable
+from fedanon.dp.randomness import randomness
+from fedanon.dp.shares import MECHANISM as SHARES_MECHANISM
+from fedanon.dp.shares import noise_shares, share_generator
+from fedanon.dp.statistics import StatisticsRequest, assemble, domains, segment_sizes
+from fedanon.errors import ProtocolError
+from fedanon.protocols.kit.api import RoleContext, RoleOutcome
+from fedanon.protocols.kit.roles import (
+    DataHolder,
+    HelperRole,
+    LocalFailure,
+    Verdict,
+    guarded,
+    receive_control,
+    role_report,
+    send_control,
+)
+from fedanon.protocols.kit.validation import LocalProblem
+from fedanon.protocols.registry import STATISTICS_OPTION
+from fedanon.protocols.stats.counts import cells_digest, own_counts
+from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector
+
+PHASES = ("encrypt", "integrate", "decrypt")
+
+#: per noise mode: who draws it, and who could remove it (copied into every release)
+WHO = {
+    "helper": {"counts": "every primary its own rows; the helper adds them under encryption without seeing them",
+               "noise": "the helper (exact discrete Laplace), added under encryption",
+               "could_remove_noise": "only the helper together with the key holder: Protocol B assumes the "
+                                     "helper colludes with no primary"},
+    "joint": {"counts": "every primary its own rows; the helper adds them under encryption without seeing them",
+              "noise": "every primary one share; any n - 1 shares sum to the full discrete Laplace noise",
+              "could_remove_noise": "no single party; all primaries together (each knows only its own share)"},
+}
+
+
+@dataclass
+class KeyNotice(Verdict):
+    """The key holder's s/key: the counter key travels as a part; sizes and (to primaries) the digest here."""
+
+    sizes: list[int] = field(default_factory=list)
+    digest: str = ""
+
+
+def request_of(ctx: RoleContext) -> StatisticsRequest:
+    """The run's statistics request; this mode counts a horizontal split only."""
+    request = StatisticsRequest.from_options(ctx.settings.options.get(STATISTICS_OPTION))
+    if ctx.settings.distribution != "horizontal":
+        raise ProtocolError(f"the statistics mode of Protocol {ctx.settings.protocol} counts a horizontal split "
+                            f"only, not a {ctx.settings.distribution} one")
+    return request
+
+
+def mechanism_facts(noise: str, rng_name: str, seeded: bool) -> dict[str, Any]:
+    if noise == "helper":
+        mechanism = "discrete Laplace (seeded, tests only)" if seeded else "discrete Laplace (OpenDP, exact)"
+        return {"mechanism": mechanism, "randomness": rng_name, "seeded": seeded}
+    return {"mechanism": SHARES_MECHANISM,
+            "randomness": "seeded (tests only)" if seeded else "OS entropy at every primary",
+            "seeded": seeded}
+
+
+def split_segments(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    return np.split(values, np.cumsum(sizes)[:-1]) if sizes else []
+
+
+class _Primary(DataHolder):
+    def __init__(self, ctx: RoleContext, noise: str) -> None:
+        super().__init__(ctx)
+        self.noise = noise
+        self.request = request_of(ctx)
+        self.recipient = self.settings.result_recipient
+        helpers = self.settings.helpers
+        if len(helpers) != 1:
+            raise ProtocolError(f"the statistics mode needs exactly one helper, the run names {len(helpers)}")
+        self.helper = helpers[0]
+
+    def run(self) -> RoleOutcome:
+        request, transport, timer = self.request, self.transport, self.timer
+        marginal_domains = domains(request, self.local.hierarchies)
+        sizes = segment_sizes(request, marginal_domains)
+        digest = cells_digest(request, marginal_domains)
+        others = [p for p in self.settings.primaries if p != self.me]
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            if self.me == self.recipient:
+                secret = generate_paillier_keypair()
+                key = secret.public_key
+                for party in others:
+                    send_control(transport, party, "s/key", KeyNotice(sizes=sizes, digest=digest), key=key.to_bytes())
+                send_control(transport, self.helper, "s/key", KeyNotice(sizes=sizes), key=key.to_bytes())
+            else:
+                notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
+                notice.raise_if_stopped()
+                if notice.digest != digest or notice.sizes != sizes:
+                    text = (f"party {self.me!r}: the cells of the requested tables differ from the key holder's "
+                            "(the parties' hierarchies of these attributes are not the same)")
+                    raise LocalFailure([LocalProblem(text, text)])
+                key = PaillierPublicKey.from_bytes(parts.get("key", b""))
+            table = EncodedTable.from_rows(self.local.columns, self.local.rows)
+            counts = own_counts(request, table, self.local.hierarchies)
+            if self.noise == "joint":
+                generator = share_generator(randomness(request.seed, stream=self.me))
+                primaries = len(self.settings.primaries)
+                counts = [c + noise_shares(generator, len(c), request.scale, primaries) for c in counts]
+            blob = encrypt_vector(key, np.concatenate(counts) if counts else np.zeros(0, np.int64))
+            send_control(transport, self.helper, "s/counts", KeyNotice(sizes=sizes), counts=blob)
+        with timer.phase("decrypt"):
+            if self.me == self.recipient:
+                notice, parts = receive_control(transport, self.helper, "s/sums", Verdict, "noisy sums")
+                notice.raise_if_stopped()
+                values = decrypt_vector(secret, parts.get("sums", b""), sum(sizes))
+                facts = mechanism_facts(self.noise, str(notice.report.get("randomness", "")),
+                                        request.seed is not None)
+                release = assemble(request, marginal_domains, split_segments(values, sizes), **facts)
+                release["protocol"] = {"name": self.settings.protocol, "split": self.settings.distribution,
+                                       "primaries": len(self.settings.primaries), "key_holder": self.me,
+                                       **WHO[self.noise]}
+                outcome.report["statistics"] = release
+                for party in [*others, self.helper]:
+                    send_control(transport, party, "s/done", Verdict())
+            else:
+                done, _ = receive_control(transport, self.recipient, "s/done", Verdict, "completion notice")
+                done.raise_if_stopped()
+        outcome.report.update(role_report(self.ctx, self.settings.protocol, "primary", timer, PHASES,
+                                          statistics_mode=True))
+        return outcome
+
+
+class _Helper(HelperRole):
+    def __init__(self, ctx: RoleContext, noise: str) -> None:
+        super().__init__(ctx, ctx.settings.protocol)
+        self.noise = noise
+        self.request = request_of(ctx)
+        self.recipient = self.settings.result_recipient
+        if self.recipient not in self.primaries:
+            raise ProtocolError(f"result recipient {self.recipient!r} is not a primary party ({self.primaries})")
+
+    def run(self) -> RoleOutcome:
+        request, transport, timer = self.request, self.transport, self.timer
+        outcome = RoleOutcome()
+        with timer.phase("encrypt"):
+            notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
+            notice.raise_if_stopped()
+            key = PaillierPublicKey.from_bytes(parts.get("key", b""))
+            sizes = list(notice.sizes)
+            blobs = []
+            for party in self.primaries:
+                sent, sent_parts = receive_control(transport, party, "s/counts", KeyNotice, f"counts of {party!r}")
+                if sent.sizes != sizes:
+                    raise ProtocolError(f"party {party!r} counted tables of other sizes than the key holder")
+                blobs.append(sent_parts.get("counts", b""))
+        rng_name = ""
+        with timer.phase("integrate"):
+            size = sum(sizes)
+            summed = add_vectors(key, blobs, size, "encrypted counts")
+            if self.noise == "helper":
+                rng = randomness(request.seed, stream=self.me)
+                rng_name = rng.name
+                noise = [rng.discrete_laplace(n, request.scale) for n in sizes]
+                summed = add_vectors(key, [summed, encrypt_vector(key, np.concatenate(noise))], size, "noise")
+        with timer.phase("decrypt"):
+            send_control(transport, self.recipient, "s/sums", Verdict(report={"randomness": rng_name}), sums=summed)
+            done, _ = receive_control(transport, self.recipient, "s/done", Verdict, "completion notice")
+            done.raise_if_stopped()
+        outcome.report.update(role_report(self.ctx, self.settings.protocol, "helper", timer, PHASES,
+                                          statistics_mode=True, cells=int(sum(sizes))))
+        return outcome
+
+
+def roles(noise: str) -> dict[str, Any]:
+    """The ROLES of one protocol's statistics mode: `noise` is "helper" (B) or "joint" (C)."""
+    if noise not in WHO:
+        raise ValueError(f"unknown noise mode {noise!r}")
+
+    @guarded
+    def primary(ctx: RoleContext) -> RoleOutcome:
+        return _Primary(ctx, noise).run()
+
+    @guarded
+    def helper(ctx: RoleContext) -> RoleOutcome:
+        return _Helper(ctx, noise).run()
+
+    return {"primary": primary, "helper": helper}

@@ -129,7 +129,7 @@ def statistics_refusal(protocol: str, distribution: str) -> str | None:
     """Why `protocol` has no statistics mode for a `distribution` split (None: it has)."""
     spec = protocol_spec(protocol)
     if spec.statistics is None:
-        with_mode = ", ".join(n for n, s in sorted(_SPECS.items()) if s.statistics)
+        with_mode = " or ".join(n for n, s in sorted(_SPECS.items()) if s.statistics)
         return f"--stats-marginal: Protocol {spec.name} has no statistics mode; use Protocol {with_mode}"
     if distribution != "horizontal":
         return (f"--stats-marginal: the statistics mode counts a horizontal split only (every primary counts its "

@@ -9,6 +9,7 @@ count travel to the parties, and the run's options carry the `statistics` reques
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from fedanon.consortium.simulation import HELPER_NAME, party_roles, primary_name
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.dp.statistics import StatisticsRequest
 from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
 from fedanon.parties.simulation import SimulatedParty, run_simulation
@@ -47,6 +49,22 @@ def release_of(party_reports: dict[str, dict[str, Any]]) -> dict[str, Any] | Non
         if isinstance(report.get(STATISTICS_OPTION), dict):
             return report[STATISTICS_OPTION]
     return None
+
+
+def check_statistics_option(options: dict[str, Any]) -> StatisticsRequest | None:
+    """A run file's `[options] statistics`, checked where it enters from the user (None: no such option)."""
+    if STATISTICS_OPTION not in options:
+        return None
+    return StatisticsRequest.from_options(options[STATISTICS_OPTION])
+
+
+def write_release(outcome: Any, release: dict[str, Any], output: Path | None, report: Path | None) -> None:
+    """`fedanon run` of a statistics run: the release as `fedanon stats` writes it to `output`,
+    the coordinator's report (which holds it too) to `report`; atomically, folders made."""
+    for path, doc in ((output, release), (report, outcome.report)):
+        if path is not None:
+            Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=path == report, default=str) + "\n")
 
 
 def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_paths: dict[str, Path],

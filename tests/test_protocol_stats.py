@@ -53,9 +53,11 @@ def _request(seed: int | None = 5, total: bool = True) -> StatisticsRequest:
 def _run(protocol: str, request: StatisticsRequest, rows, hierarchies, record: bool = False, local=None):
     shares = split_horizontal(COLUMNS, rows, PARTIES)
     local = local or {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
-    settings = RunSettings(f"stats-{protocol}", protocol, "horizontal", None, dict(ROLES), "p1",  # type: ignore[arg-type]
+    roles = {p: r for p, r in ROLES.items() if protocol != "A" or r == "primary"}  # A has no helper
+    settings = RunSettings(f"stats-{protocol}", protocol, "horizontal", None, roles, "p1",  # type: ignore[arg-type]
                            {"statistics": request.to_options()})
-    run = run_in_memory(settings, {**local, "helper": None}, record=record, timeout_s=300)
+    run = run_in_memory(settings, {**local, **({"helper": None} if "helper" in roles else {})}, record=record,
+                        timeout_s=300)
     return run
 
 
@@ -88,10 +90,11 @@ def test_b_seeded_release_is_the_local_release_with_the_helpers_stream(pooled) -
     assert all("statistics" not in run.outcomes[p].report for p in ("p2", "p3", "helper"))
 
 
-def test_c_release_minus_the_primaries_shares_is_the_pooled_counts(pooled) -> None:
+@pytest.mark.parametrize("protocol", ["C", "A"])
+def test_joint_noise_release_minus_the_primaries_shares_is_the_pooled_counts(pooled, protocol: str) -> None:
     rows, hierarchies = pooled
     request = _request(seed=8)
-    run = _run("C", request, rows, hierarchies)
+    run = _run(protocol, request, rows, hierarchies)
     assert not run.errors, run.errors
     release = run.outcomes["p1"].report["statistics"]
     truth = _true_vector(request, rows, hierarchies)
@@ -106,7 +109,9 @@ def test_c_release_minus_the_primaries_shares_is_the_pooled_counts(pooled) -> No
     assert any(d.any() for d in noise)
     assert release["budget"]["epsilon_spent"] == pytest.approx(1.5)
     assert [e["epsilon"] for e in release["budget"]["entries"]] == [pytest.approx(1.5 / 4)] * 4
-    assert release["protocol"]["name"] == "C" and "share" in release["protocol"]["noise"]
+    assert release["protocol"]["name"] == protocol and "share" in release["protocol"]["noise"]
+    # A has no helper: the primary after the key holder adds the ciphertexts
+    assert release["protocol"]["aggregator"] == ("p2" if protocol == "A" else "helper")
 
 
 def test_c_unseeded_release_has_the_release_format_and_noise(pooled) -> None:
@@ -125,7 +130,7 @@ def test_c_unseeded_release_has_the_release_format_and_noise(pooled) -> None:
     assert any((r != t).any() for r, t in zip(released, truth))
 
 
-@pytest.mark.parametrize("protocol", ["B", "C"])
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
 def test_no_message_holds_a_value_a_path_or_the_key_holders_key(pooled, protocol: str, tmp_path,
                                                                  monkeypatch) -> None:
     rows, hierarchies = pooled
@@ -158,7 +163,7 @@ def test_no_message_holds_a_value_a_path_or_the_key_holders_key(pooled, protocol
             seen += 1
             for needle in needles:
                 assert needle not in payload, (party, topic, needle[:20])
-    assert seen >= 3 * PARTIES
+    assert seen >= 2 * PARTIES + 1  # keys, counts, sums and completion notices
     # positive control: the key holder's release names the planted cell
     release = run.outcomes["p1"].report["statistics"]
     assert any(canary in cell for m in release["marginals"] for cell in m["cells"])
@@ -210,7 +215,7 @@ def test_the_request_round_trips_through_the_run_options() -> None:
 def test_the_registry_serves_the_statistics_roles_only_for_a_statistics_run() -> None:
     from fedanon.protocols.registry import role_function, statistics_refusal
 
-    assert statistics_refusal("A", "horizontal") is not None
+    assert statistics_refusal("A", "horizontal") is None and statistics_refusal("CHECK", "horizontal") is not None
     assert statistics_refusal("B", "vertical") is not None and statistics_refusal("C", "horizontal") is None
     # an anonymizing run of the same protocol still gets its own role (no statistics option: a B run)
     assert role_function("B", "helper").__name__ == "either"
@@ -221,7 +226,6 @@ def test_the_registry_serves_the_statistics_roles_only_for_a_statistics_run() ->
 
 @pytest.mark.parametrize("extra,message", [
     (["--split", "vertical"], "horizontal split only"),
-    (["--protocol", "A"], "Protocol A has no statistics mode"),
     (["--baseline"], "--baseline applies to anonymizing runs"),
     (["--seed", "x"], "--seed must be an integer"),
 ])

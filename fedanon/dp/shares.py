@@ -1,6 +1,6 @@
 """Distributed discrete Laplace noise: shares that parties draw apart and that add up to the noise.
 
-Why: in Protocol C nobody may know the noise on a released count, so every primary draws a
+Why: in Protocols C and A nobody may know the noise on a released count, so every primary draws a
 share, encrypts it with its counts, and only the sum of all shares is ever decrypted (already
 added to the sum of the counts).
 
@@ -12,7 +12,7 @@ is geometric. So m parties that each draw NB(1/m) − NB(1/m) produce discrete L
 together (Goryczka and Xiong, "A comprehensive comparison of multiparty secure additions with
 differential privacy", IEEE TDSC 2017; Balle et al. use the same divisibility).
 
-Which m: the key holder of Protocol C is itself a primary and knows its own share. Shares of
+Which m: the key holder (the run's recipient) is itself a primary and knows its own share. Shares of
 NB(1/(n − 1)) for n primaries make every n − 1 of them sum to discrete Laplace noise of the
 full scale, so the release is ε-DP also towards any one primary that subtracts its own share
 (and towards the helper and the recipients, who see the sum of n shares: the full noise plus

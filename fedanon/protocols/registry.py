@@ -70,7 +70,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
                       phases=("encrypt", "integrate", "anonymize", "verify", "decrypt"),
                       options=("cipher", "min_levels", "verified"), flags=A_FLAGS,
-                      dp=("horizontal", "vertical")),
+                      dp=("horizontal", "vertical"), statistics="fedanon.protocols.stats.a"),
     "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,

@@ -1,4 +1,4 @@
-"""The statistics mode of Protocols B and C: noisy counts of the pooled table, summed under encryption.
+"""The statistics mode of Protocols A, B and C: noisy counts of the pooled table, summed under encryption.
 
 A run whose options hold `statistics` (`dp.statistics.StatisticsRequest`) releases the total
 row count and marginals of the table the primaries hold together, as `fedanon stats` does
@@ -7,22 +7,24 @@ rows in every cell.
 
 encrypt    key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
                                                 to primaries also the cells' digest (`counts.py`)
-           primary    -> helper       s/counts  Enc(own counts [+ own noise shares]) per cell
-integrate  helper multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
-decrypt    helper     -> key holder   s/sums    the encrypted noisy sums (+ how the noise was drawn)
+           primary    -> aggregator   s/counts  Enc(own counts [+ own noise shares]) per cell
+integrate  the aggregator multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
+decrypt    aggregator -> key holder   s/sums    the encrypted noisy sums (+ how the noise was drawn)
            key holder -> every party  s/done    (no data)
 
 The key holder is the run's result recipient. It is the only party that decrypts anything,
-and all it decrypts is one noisy sum per cell. The helper sees only Paillier ciphertexts
-(and how many cells each table has, which the hierarchies' shapes tell it anyway). Who draws
-the noise is the difference between the protocols:
+and all it decrypts is one noisy sum per cell. The aggregator -- the helper in B and C, in A
+(which has none) the primary after the key holder, A's master -- sees only Paillier
+ciphertexts (and how many cells each table has, which the hierarchies' shapes tell anyway).
+Who draws the noise is the difference between the protocols:
 
 * **B** (`noise="helper"`): the helper draws exact discrete Laplace noise (OpenDP) and adds it
   under encryption. B trusts its helper not to collude with a primary; only a collusion of
   the helper with the key holder could remove the noise.
-* **C** (`noise="joint"`): every primary adds its own share of the noise (`dp/shares.py`),
-  drawn so that any n − 1 shares already sum to the full discrete Laplace noise: no party,
-  the key holder included, knows enough of the noise to remove it, and the helper adds none.
+* **C and A** (`noise="joint"`): every primary adds its own share of the noise
+  (`dp/shares.py`), drawn so that any n − 1 shares already sum to the full discrete Laplace
+  noise: no party, the key holder included, knows enough of the noise to remove it, and the
+  aggregator adds none (in A it is a primary and adds its share like every other).
 
 With a seed (tests only) every party draws from its own seeded stream, named by the party.
 """
@@ -58,18 +60,8 @@ from fedanon.protocols.stats.counts import cells_digest, own_counts
 from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector
 
 PHASES = ("encrypt", "integrate", "decrypt")
-
-#: per noise mode: who draws it, and who could remove it (copied into every release)
-WHO = {
-    "helper": {"counts": "every primary its own rows; the helper adds them under encryption without seeing them",
-               "noise": "the helper (exact discrete Laplace), added under encryption",
-               "could_remove_noise": "only the helper together with the key holder: Protocol B assumes the "
-                                     "helper colludes with no primary"},
-    "joint": {"counts": "every primary its own rows; the helper adds them under encryption without seeing them",
-              "noise": "every primary one share; any n - 1 shares sum to the full discrete Laplace noise",
-              "could_remove_noise": "no single party; all primaries together (each knows only its own share)"},
-}
-
+#: "helper": the aggregating helper draws the noise (B); "joint": every primary draws a share (C, A)
+NOISE_MODES = ("helper", "joint")
 
 @dataclass
 class KeyNotice(Verdict):
@@ -101,16 +93,56 @@ def split_segments(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     return np.split(values, np.cumsum(sizes)[:-1]) if sizes else []
 
 
+def aggregator_of(ctx: RoleContext) -> str:
+    """The party that adds the encrypted counts: the helper, or -- in a protocol without one (A) --
+    the primary after the key holder in the run's order (A's master), never the key holder."""
+    helpers = ctx.settings.helpers
+    if len(helpers) > 1:
+        raise ProtocolError(f"the statistics mode needs at most one helper, the run names {len(helpers)}")
+    if helpers:
+        return helpers[0]
+    primaries = ctx.settings.primaries
+    if len(primaries) < 2:
+        raise ProtocolError("without a helper the statistics mode needs at least two primaries: the one that adds "
+                            "the encrypted counts must not hold the key")
+    return primaries[(primaries.index(ctx.settings.result_recipient) + 1) % len(primaries)]
+
+
+def who(noise: str, aggregator: str, has_helper: bool) -> dict[str, str]:
+    """Who counted, who drew the noise and who could remove it (copied into every release)."""
+    adder = "the helper" if has_helper else f"primary {aggregator!r} (it holds no key)"
+    out = {"counts": f"every primary its own rows; {adder} adds them under encryption without seeing them",
+           "aggregator": aggregator}
+    if noise == "helper":
+        out.update(noise="the helper (exact discrete Laplace), added under encryption",
+                   could_remove_noise="only the helper together with the key holder: Protocol "
+                                      "B assumes the helper colludes with no primary")
+    else:
+        out.update(noise="every primary one share; any n - 1 shares sum to the full discrete Laplace noise",
+                   could_remove_noise="no single party; all primaries together (each knows only its own share)")
+    return out
+
+
+def aggregate(key: PaillierPublicKey, sizes: list[int], blobs: list[bytes], noise: str,
+              request: StatisticsRequest, me: str) -> tuple[bytes, str]:
+    """The aggregator's step: add the encrypted vectors cell by cell; in B's mode also the noise it
+    draws itself (in the order `fedanon stats` draws). Returns the sums and the noise's source."""
+    size = sum(sizes)
+    summed = add_vectors(key, blobs, size, "encrypted counts")
+    if noise != "helper":
+        return summed, ""
+    rng = randomness(request.seed, stream=me)
+    drawn = [rng.discrete_laplace(n, request.scale) for n in sizes]
+    return add_vectors(key, [summed, encrypt_vector(key, np.concatenate(drawn))], size, "noise"), rng.name
+
+
 class _Primary(DataHolder):
     def __init__(self, ctx: RoleContext, noise: str) -> None:
         super().__init__(ctx)
         self.noise = noise
         self.request = request_of(ctx)
         self.recipient = self.settings.result_recipient
-        helpers = self.settings.helpers
-        if len(helpers) != 1:
-            raise ProtocolError(f"the statistics mode needs exactly one helper, the run names {len(helpers)}")
-        self.helper = helpers[0]
+        self.aggregator = aggregator_of(ctx)
 
     def run(self) -> RoleOutcome:
         request, transport, timer = self.request, self.transport, self.timer
@@ -118,6 +150,8 @@ class _Primary(DataHolder):
         sizes = segment_sizes(request, marginal_domains)
         digest = cells_digest(request, marginal_domains)
         others = [p for p in self.settings.primaries if p != self.me]
+        helpers = self.settings.helpers
+        aggregating = self.me == self.aggregator
         outcome = RoleOutcome()
         with timer.phase("encrypt"):
             if self.me == self.recipient:
@@ -125,7 +159,8 @@ class _Primary(DataHolder):
                 key = secret.public_key
                 for party in others:
                     send_control(transport, party, "s/key", KeyNotice(sizes=sizes, digest=digest), key=key.to_bytes())
-                send_control(transport, self.helper, "s/key", KeyNotice(sizes=sizes), key=key.to_bytes())
+                for party in helpers:
+                    send_control(transport, party, "s/key", KeyNotice(sizes=sizes), key=key.to_bytes())
             else:
                 notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
                 notice.raise_if_stopped()
@@ -141,10 +176,16 @@ class _Primary(DataHolder):
                 primaries = len(self.settings.primaries)
                 counts = [c + noise_shares(generator, len(c), request.scale, primaries) for c in counts]
             blob = encrypt_vector(key, np.concatenate(counts) if counts else np.zeros(0, np.int64))
-            send_control(transport, self.helper, "s/counts", KeyNotice(sizes=sizes), counts=blob)
+            if not aggregating:
+                send_control(transport, self.aggregator, "s/counts", KeyNotice(sizes=sizes), counts=blob)
+        if aggregating:  # a protocol without a helper: this primary adds, it cannot decrypt
+            with timer.phase("integrate"):
+                blobs = receive_counts(transport, others, sizes) + [blob]
+                summed, source = aggregate(key, sizes, blobs, self.noise, request, self.me)
+                send_control(transport, self.recipient, "s/sums", Verdict(report={"randomness": source}), sums=summed)
         with timer.phase("decrypt"):
             if self.me == self.recipient:
-                notice, parts = receive_control(transport, self.helper, "s/sums", Verdict, "noisy sums")
+                notice, parts = receive_control(transport, self.aggregator, "s/sums", Verdict, "noisy sums")
                 notice.raise_if_stopped()
                 values = decrypt_vector(secret, parts.get("sums", b""), sum(sizes))
                 facts = mechanism_facts(self.noise, str(notice.report.get("randomness", "")),
@@ -152,9 +193,9 @@ class _Primary(DataHolder):
                 release = assemble(request, marginal_domains, split_segments(values, sizes), **facts)
                 release["protocol"] = {"name": self.settings.protocol, "split": self.settings.distribution,
                                        "primaries": len(self.settings.primaries), "key_holder": self.me,
-                                       **WHO[self.noise]}
+                                       **who(self.noise, self.aggregator, bool(helpers))}
                 outcome.report["statistics"] = release
-                for party in [*others, self.helper]:
+                for party in [*others, *helpers]:
                     send_control(transport, party, "s/done", Verdict())
             else:
                 done, _ = receive_control(transport, self.recipient, "s/done", Verdict, "completion notice")
@@ -162,6 +203,17 @@ class _Primary(DataHolder):
         outcome.report.update(role_report(self.ctx, self.settings.protocol, "primary", timer, PHASES,
                                           statistics_mode=True))
         return outcome
+
+
+def receive_counts(transport: Any, senders: list[str], sizes: list[int]) -> list[bytes]:
+    """The encrypted count vectors of `senders`, each checked to count tables of the key holder's sizes."""
+    blobs = []
+    for party in senders:
+        sent, parts = receive_control(transport, party, "s/counts", KeyNotice, f"counts of {party!r}")
+        if sent.sizes != sizes:
+            raise ProtocolError(f"party {party!r} counted tables of other sizes than the key holder")
+        blobs.append(parts.get("counts", b""))
+    return blobs
 
 
 class _Helper(HelperRole):
@@ -181,23 +233,11 @@ class _Helper(HelperRole):
             notice.raise_if_stopped()
             key = PaillierPublicKey.from_bytes(parts.get("key", b""))
             sizes = list(notice.sizes)
-            blobs = []
-            for party in self.primaries:
-                sent, sent_parts = receive_control(transport, party, "s/counts", KeyNotice, f"counts of {party!r}")
-                if sent.sizes != sizes:
-                    raise ProtocolError(f"party {party!r} counted tables of other sizes than the key holder")
-                blobs.append(sent_parts.get("counts", b""))
-        rng_name = ""
+            blobs = receive_counts(transport, self.primaries, sizes)
         with timer.phase("integrate"):
-            size = sum(sizes)
-            summed = add_vectors(key, blobs, size, "encrypted counts")
-            if self.noise == "helper":
-                rng = randomness(request.seed, stream=self.me)
-                rng_name = rng.name
-                noise = [rng.discrete_laplace(n, request.scale) for n in sizes]
-                summed = add_vectors(key, [summed, encrypt_vector(key, np.concatenate(noise))], size, "noise")
+            summed, source = aggregate(key, sizes, blobs, self.noise, request, self.me)
         with timer.phase("decrypt"):
-            send_control(transport, self.recipient, "s/sums", Verdict(report={"randomness": rng_name}), sums=summed)
+            send_control(transport, self.recipient, "s/sums", Verdict(report={"randomness": source}), sums=summed)
             done, _ = receive_control(transport, self.recipient, "s/done", Verdict, "completion notice")
             done.raise_if_stopped()
         outcome.report.update(role_report(self.ctx, self.settings.protocol, "helper", timer, PHASES,
@@ -207,7 +247,7 @@ class _Helper(HelperRole):
 
 def roles(noise: str) -> dict[str, Any]:
     """The ROLES of one protocol's statistics mode: `noise` is "helper" (B) or "joint" (C)."""
-    if noise not in WHO:
+    if noise not in NOISE_MODES:
         raise ValueError(f"unknown noise mode {noise!r}")
 
     @guarded

@@ -181,19 +181,6 @@ def test_different_hierarchies_stop_the_run_at_every_party(pooled) -> None:
     assert all("differ from the key holder's" in str(e) for e in run.errors.values()), run.errors
 
 
-def test_a_vertical_split_is_refused_before_anything_moves(pooled) -> None:
-    rows, hierarchies = pooled
-    settings = RunSettings("v", "C", "vertical", None, dict(ROLES), "p1",  # type: ignore[arg-type]
-                           {"statistics": _request().to_options()})
-    shares = split_horizontal(COLUMNS, rows, PARTIES)
-    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
-    run = run_in_memory(settings, {**local, "helper": None}, record=True, timeout_s=60)
-    assert set(run.errors) == set(ROLES)
-    assert any("horizontal split only" in str(e) for e in run.errors.values())
-    assert all(not t.recorded or all(topic != "s/counts" for _, topic, _ in t.recorded)
-               for t in run.transports.values())
-
-
 @pytest.mark.parametrize("options,message", [
     ({"epsilon": 0, "marginals": ["sex"]}, "--epsilon must be a positive number"),
     ({"epsilon": 1, "marginals": "sex"}, "must be a list"),
@@ -216,7 +203,7 @@ def test_the_registry_serves_the_statistics_roles_only_for_a_statistics_run() ->
     from fedanon.protocols.registry import role_function, statistics_refusal
 
     assert statistics_refusal("A", "horizontal") is None and statistics_refusal("CHECK", "horizontal") is not None
-    assert statistics_refusal("B", "vertical") is not None and statistics_refusal("C", "horizontal") is None
+    assert statistics_refusal("B", "hybrid") is not None and statistics_refusal("C", "vertical") is None
     # an anonymizing run of the same protocol still gets its own role (no statistics option: a B run)
     assert role_function("B", "helper").__name__ == "either"
     assert callable(stats_roles.roles("joint")["primary"])
@@ -225,7 +212,8 @@ def test_the_registry_serves_the_statistics_roles_only_for_a_statistics_run() ->
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--split", "vertical"], "horizontal split only"),
+    (["--split", "hybrid"], "not a hybrid one"),
+    (["--layout", "x.toml"], "--layout applies to anonymizing runs"),
     (["--baseline"], "--baseline applies to anonymizing runs"),
     (["--seed", "x"], "--seed must be an integer"),
 ])
@@ -267,3 +255,95 @@ def test_protocol_errors_reach_every_party_as_fedanon_errors(pooled) -> None:
     local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
     run = run_in_memory(settings, {**local, "helper": None}, timeout_s=60)
     assert set(run.errors) == set(ROLES) and all(isinstance(e, FedanonError) for e in run.errors.values())
+
+
+# ----------------------------------------------------------------------------- vertical splits
+
+def _vertical(protocol: str, request: StatisticsRequest, rows, record: bool = False):
+    """Deal by table (each table's attributes at one party) and run in process; returns the run."""
+    from fedanon.consortium.statistics import deal_tables_vertically
+
+    hierarchies = {c: Hierarchy.read_csv(hierarchy_path("adult", c), c) for c in COLUMNS}
+    shares = deal_tables_vertically(COLUMNS, rows, request, PARTIES)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    roles = {p: r for p, r in ROLES.items() if protocol != "A" or r == "primary"}
+    settings = RunSettings(f"v-{protocol}", protocol, "vertical", None, roles, "p1",  # type: ignore[arg-type]
+                           {"statistics": request.to_options()})
+    return run_in_memory(settings, {**local, **({"helper": None} if "helper" in roles else {})}, record=record,
+                         timeout_s=300), shares
+
+
+def _vertical_request(seed: int | None = 5) -> StatisticsRequest:
+    return StatisticsRequest(1.0, (MarginalSpec.parse("sex,race"), MarginalSpec.parse("age:1")), True, seed)
+
+
+def test_vertical_deal_keeps_every_table_at_one_party(pooled) -> None:
+    from fedanon.consortium.statistics import deal_tables_vertically
+
+    rows, _ = pooled
+    shares = deal_tables_vertically(COLUMNS, rows, _vertical_request(), PARTIES)
+    held = [set(s.columns) - {s.tid_column} for s in shares]
+    assert {"sex", "race"} in held and {"age"} in held and set() in held
+    assert all(len(s.rows) == len(rows) for s in shares)
+
+
+def test_vertical_b_release_is_the_local_release_with_the_helpers_stream(pooled) -> None:
+    rows, hierarchies = pooled
+    request = _vertical_request(seed=12)
+    run, _ = _vertical("B", request, rows)
+    assert not run.errors, run.errors
+    release = dict(run.outcomes["p1"].report["statistics"])
+    release.pop("protocol")
+    local = release_statistics(EncodedTable.from_rows(COLUMNS, rows), hierarchies, list(request.marginals),
+                               request.epsilon, SeededRandomness(12, "helper"))
+    assert release == local
+
+
+@pytest.mark.parametrize("protocol", ["C", "A"])
+def test_vertical_joint_noise_release_minus_the_shares_is_the_pooled_counts(pooled, protocol: str) -> None:
+    rows, hierarchies = pooled
+    request = _vertical_request(seed=13)
+    run, _ = _vertical(protocol, request, rows, record=True)
+    assert not run.errors, run.errors
+    release = run.outcomes["p1"].report["statistics"]
+    truth = _true_vector(request, rows, hierarchies)
+    released = _released_vector(release)
+    for party in ("p1", "p2", "p3"):
+        generator = share_generator(SeededRandomness(13, party))
+        released = [r - noise_shares(generator, len(r), request.scale, PARTIES) for r in released]
+    for got, want in zip(released, truth):
+        assert np.array_equal(got, want)
+    # the cells travel to the key holder only; the aggregator receives no value and no identifier
+    aggregator = release["protocol"]["aggregator"]
+    for _sender, topic, payload in run.transports[aggregator].recorded:
+        assert topic != "s/cells"
+        for needle in (b"Female", b"White", b"Amer-Indian-Eskimo", "Female".encode().hex().encode()):
+            assert needle not in payload, (topic, needle)
+
+
+def test_vertical_table_across_two_parties_is_refused(pooled) -> None:
+    rows, hierarchies = pooled
+    from fedanon.protocols.sim.split import split_vertical
+
+    shares = split_vertical(COLUMNS, rows, PARTIES)  # one column per party: sex,race crosses two
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    settings = RunSettings("x", "C", "vertical", None, dict(ROLES), "p1",  # type: ignore[arg-type]
+                           {"statistics": _vertical_request().to_options()})
+    run = run_in_memory(settings, {**local, "helper": None}, timeout_s=120)
+    assert set(run.errors) == set(ROLES)
+    assert any("crosses the columns of several parties" in str(e) for e in run.errors.values()), run.errors
+
+
+def test_vertical_parties_with_other_persons_stop_the_run(pooled) -> None:
+    from fedanon.consortium.statistics import deal_tables_vertically
+
+    rows, hierarchies = pooled
+    request = _vertical_request()
+    shares = deal_tables_vertically(COLUMNS, rows, request, PARTIES)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    local["p2"].rows = local["p2"].rows[:-1]  # p2 lacks one person
+    settings = RunSettings("y", "B", "vertical", None, dict(ROLES), "p1",  # type: ignore[arg-type]
+                           {"statistics": request.to_options()})
+    run = run_in_memory(settings, {**local, "helper": None}, timeout_s=120)
+    assert set(run.errors) == set(ROLES)
+    assert all("holds other persons than the key holder" in str(e) for e in run.errors.values()), run.errors

@@ -86,8 +86,10 @@ def test_fedanon_run_of_a_statistics_run_file(tmp_path, capsys) -> None:
     assert "statistics" not in report["party_reports"]["helper"]
 
 
-def test_simulate_over_daemons_matches_the_in_process_run(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("split", ["horizontal", "vertical"])
+def test_simulate_over_daemons_matches_the_in_process_run(tmp_path, capsys, split: str) -> None:
     common = ["simulate", str(ADULT_DIR / "adult.csv"), "--protocol", "B", "--parties", "2", "--seed", "6",
+              "--split", split,
               "--epsilon", "0.5", "-q", *(f"--qi={c}={hierarchy_path('adult', c)}" for c in COLUMNS)]
     for m in MARGINALS:
         common += ["--stats-marginal", m]

@@ -27,7 +27,7 @@ from fedanon.parties.simulation import SimulatedParty, run_simulation
 from fedanon.protocols.kit.api import RunSettings
 from fedanon.protocols.registry import HELPER, STATISTICS_OPTION, statistics_refusal
 from fedanon.protocols.sim.local_run import run_in_memory
-from fedanon.protocols.sim.split import split_horizontal
+from fedanon.protocols.sim.split import Share, free_tid_name, split_horizontal
 
 
 @dataclass
@@ -67,6 +67,33 @@ def write_release(outcome: Any, release: dict[str, Any], output: Path | None, re
             write_text_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=path == report, default=str) + "\n")
 
 
+def deal_tables_vertically(columns: list[str], rows: list[list[str]], request: StatisticsRequest,
+                           parties: int) -> list[Share]:
+    """A vertical split in which every requested table stays at one party: attributes that some
+    table crosses form one group, groups are dealt round-robin, every party gets a shared TID."""
+    group = {a: a for a in columns}
+
+    def root(a: str) -> str:
+        while group[a] != a:
+            a = group[a]
+        return a
+
+    for spec in request.marginals:
+        for other in spec.attributes[1:]:
+            group[root(other)] = root(spec.attributes[0])
+    groups = list(dict.fromkeys(root(a) for a in columns))
+    held: list[list[str]] = [[] for _ in range(parties)]
+    for i, g in enumerate(groups):
+        held[i % parties].extend(a for a in columns if root(a) == g)
+    tid = free_tid_name(columns)
+    shares = []
+    for attributes in held:
+        where = [columns.index(a) for a in attributes]
+        shares.append(Share([tid, *attributes], [[str(r + 1), *(row[i] for i in where)] for r, row in enumerate(rows)],
+                            tid, None))
+    return shares
+
+
 def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_paths: dict[str, Path],
                         request: StatisticsRequest, parties: int, *, protocol: str = "C",
                         distribution: str = "horizontal", split_mode: str = "round-robin",
@@ -93,7 +120,10 @@ def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_pat
                          f"NAME=FILE.csv (the cells must come from a hierarchy, not from the data)")
     where = [columns.index(a) for a in counted]
     dealt = [[row[i] for i in where] for row in rows]
-    shares = split_horizontal(counted, dealt, parties, split_mode)  # type: ignore[arg-type]
+    if distribution == "vertical":
+        shares = deal_tables_vertically(counted, dealt, request, parties)
+    else:
+        shares = split_horizontal(counted, dealt, parties, split_mode)  # type: ignore[arg-type]
     run_options = {**(options or {}), STATISTICS_OPTION: request.to_options()}
     roles = party_roles(names, protocol)
     start = time.perf_counter()

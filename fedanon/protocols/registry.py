@@ -131,9 +131,9 @@ def statistics_refusal(protocol: str, distribution: str) -> str | None:
     if spec.statistics is None:
         with_mode = " or ".join(n for n, s in sorted(_SPECS.items()) if s.statistics)
         return f"--stats-marginal: Protocol {spec.name} has no statistics mode; use Protocol {with_mode}"
-    if distribution != "horizontal":
-        return (f"--stats-marginal: the statistics mode counts a horizontal split only (every primary counts its "
-                f"own rows), not a {distribution} one")
+    if distribution not in ("horizontal", "vertical"):
+        return (f"--stats-marginal: the statistics mode counts a horizontal or a vertical split, not a "
+                f"{distribution} one")
     return None
 
 

@@ -30,17 +30,46 @@ def cells_digest(request: StatisticsRequest, marginal_domains: list[list[list[by
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def own_counts(request: StatisticsRequest, table: EncodedTable, hierarchies: Mapping[str, Hierarchy]
-               ) -> list[np.ndarray]:
-    """One int64 vector per segment (the total, then every marginal's cells): this primary's
-    counts of its own rows (a horizontal split: every primary holds every column)."""
-    for name in request.attributes:
-        if name not in table.columns:
-            raise InputError(f"--stats-marginal: this party's table has no column {name!r}")
+def own_counts(request: StatisticsRequest, table: EncodedTable, hierarchies: Mapping[str, Hierarchy],
+               counted: list[bool] | None = None, sizes: list[int] | None = None) -> list[np.ndarray]:
+    """One int64 vector per segment (the total, then every marginal's cells): this primary's counts
+    of its own rows. Horizontal: every primary counts every segment. Vertical: only the segments
+    `counted` marks (those it holds every attribute of); zeros of `sizes` elsewhere."""
+    flags = list(counted) if counted is not None else [True] * request.queries
     out: list[np.ndarray] = []
     if request.total:
-        out.append(np.array([table.n_rows], dtype=np.int64))
-    for spec in request.marginals:
-        _domains, counts = contingency(table, dict(hierarchies), spec)
-        out.append(counts.reshape(-1).astype(np.int64))
+        out.append(np.array([table.n_rows if flags.pop(0) else 0], dtype=np.int64))
+    for spec, mine in zip(request.marginals, flags):
+        missing = [a for a in spec.attributes if a not in table.columns]
+        if mine and missing:
+            raise InputError(f"--stats-marginal {spec.describe()}: this party's table has no column {missing[0]!r}")
+    for i, (spec, mine) in enumerate(zip(request.marginals, flags)):
+        if mine:
+            _domains, counts = contingency(table, dict(hierarchies), spec)
+            out.append(counts.reshape(-1).astype(np.int64))
+        else:
+            assert sizes is not None, "a segment this party does not count needs its size"
+            out.append(np.zeros(sizes[i + (1 if request.total else 0)], dtype=np.int64))
     return out
+
+
+def held_marginals(request: StatisticsRequest, columns: list[str]) -> list[bool]:
+    """Vertical split: which marginals this party holds every attribute of. One that it holds only
+    some attributes of crosses two parties' columns, which would need a join: refused."""
+    out = []
+    for spec in request.marginals:
+        held = [a in columns for a in spec.attributes]
+        if any(held) and not all(held):
+            raise InputError(f"--stats-marginal {spec.describe()} crosses the columns of several parties; in a "
+                             "vertical split every table's attributes must be held by one party")
+        out.append(all(held))
+    return out
+
+
+def persons_digest(run_id: str, tids: list[str]) -> str:
+    """SHA-256 of the run id and the sorted identifiers: equal at every party of a vertical split
+    exactly when they hold the same persons (sent only to the key holder, who holds them too)."""
+    h = hashlib.sha256(b"fedanon/stats/persons/" + run_id.encode("utf-8"))
+    for tid in sorted(tids):
+        h.update(tid.encode("utf-8") + b"\x00")
+    return h.hexdigest()

@@ -2,11 +2,15 @@
 
 A run whose options hold `statistics` (`dp.statistics.StatisticsRequest`) releases the total
 row count and marginals of the table the primaries hold together, as `fedanon stats` does
-for one table, and anonymizes nothing. Horizontal splits only: every primary counts its own
-rows in every cell.
+for one table, and anonymizes nothing. In a horizontal split every primary counts its own rows
+in every cell; in a vertical split each table is counted by the one primary that holds all of
+its attributes (a table across two parties' columns is refused: it would need a join), the
+total by the key holder, over the persons every party holds (checked by digest).
 
-encrypt    key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
-                                                to primaries also the cells' digest (`counts.py`)
+encrypt    primary    -> key holder   s/cells   (vertical) the tables it counts, their cells, its persons' digest
+           key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
+                                                horizontal: to primaries also the cells' digest
+                                                (`counts.py`); vertical: who counts each table
            primary    -> aggregator   s/counts  Enc(own counts [+ own noise shares]) per cell
 integrate  the aggregator multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
 decrypt    aggregator -> key holder   s/sums    the encrypted noisy sums (+ how the noise was drawn)
@@ -36,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from fedanon.crypto.paillier import PaillierPublicKey, generate_paillier_keypair
+from fedanon.crypto.paillier import PaillierPrivateKey, PaillierPublicKey, generate_paillier_keypair
 from fedanon.data.table import EncodedTable
 from fedanon.dp.randomness import randomness
 from fedanon.dp.shares import MECHANISM as SHARES_MECHANISM
@@ -56,27 +60,54 @@ from fedanon.protocols.kit.roles import (
 )
 from fedanon.protocols.kit.validation import LocalProblem
 from fedanon.protocols.registry import STATISTICS_OPTION
-from fedanon.protocols.stats.counts import cells_digest, own_counts
+from fedanon.dp.marginals import level_domain
+from fedanon.protocols.stats.counts import cells_digest, held_marginals, own_counts, persons_digest
 from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector
 
 PHASES = ("encrypt", "integrate", "decrypt")
 #: "helper": the aggregating helper draws the noise (B); "joint": every primary draws a share (C, A)
 NOISE_MODES = ("helper", "joint")
+#: the splits it counts: horizontal (every primary counts every table over its rows) and vertical
+#: (each table at the one primary that holds its attributes, over the persons all of them hold)
+SPLITS = ("horizontal", "vertical")
 
 @dataclass
 class KeyNotice(Verdict):
-    """The key holder's s/key: the counter key travels as a part; sizes and (to primaries) the digest here."""
+    """The key holder's s/key: the counter key travels as a part; sizes and (to primaries) the digest here;
+    in a vertical split, which primary counts each segment."""
 
     sizes: list[int] = field(default_factory=list)
     digest: str = ""
+    owners: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CellsNotice(Verdict):
+    """A primary's s/cells to the key holder (vertical): the tables it counts, with their cells (hex)
+    per attribute, and the digest of its persons."""
+
+    marginals: dict[str, list[list[str]]] = field(default_factory=dict)
+    persons: str = ""
+
+
+@dataclass
+class Plan:
+    """What a primary knows once the key holder has answered: the key (and, at the key holder, its
+    secret half), every segment's size, which segments this party counts, and (key holder) the cells."""
+
+    key: PaillierPublicKey
+    secret: PaillierPrivateKey | None
+    sizes: list[int]
+    counted: list[bool]
+    domains: list[list[list[bytes]]]
 
 
 def request_of(ctx: RoleContext) -> StatisticsRequest:
     """The run's statistics request; this mode counts a horizontal split only."""
     request = StatisticsRequest.from_options(ctx.settings.options.get(STATISTICS_OPTION))
-    if ctx.settings.distribution != "horizontal":
-        raise ProtocolError(f"the statistics mode of Protocol {ctx.settings.protocol} counts a horizontal split "
-                            f"only, not a {ctx.settings.distribution} one")
+    if ctx.settings.distribution not in SPLITS:
+        raise ProtocolError(f"the statistics mode of Protocol {ctx.settings.protocol} counts a horizontal or a "
+                            f"vertical split, not a {ctx.settings.distribution} one")
     return request
 
 
@@ -144,33 +175,96 @@ class _Primary(DataHolder):
         self.recipient = self.settings.result_recipient
         self.aggregator = aggregator_of(ctx)
 
-    def run(self) -> RoleOutcome:
-        request, transport, timer = self.request, self.transport, self.timer
+    def _plan_horizontal(self, others: list[str], helpers: list[str]) -> Plan:
+        """Every primary counts every table; the key holder's digest shows they count the same cells."""
+        request, transport = self.request, self.transport
         marginal_domains = domains(request, self.local.hierarchies)
         sizes = segment_sizes(request, marginal_domains)
         digest = cells_digest(request, marginal_domains)
+        counted = [True] * len(sizes)
+        if self.me == self.recipient:
+            secret = generate_paillier_keypair()
+            for party in others:
+                send_control(transport, party, "s/key", KeyNotice(sizes=sizes, digest=digest),
+                             key=secret.public_key.to_bytes())
+            for party in helpers:
+                send_control(transport, party, "s/key", KeyNotice(sizes=sizes), key=secret.public_key.to_bytes())
+            return Plan(secret.public_key, secret, sizes, counted, marginal_domains)
+        notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
+        notice.raise_if_stopped()
+        if notice.digest != digest or notice.sizes != sizes:
+            text = (f"party {self.me!r}: the cells of the requested tables differ from the key holder's "
+                    "(the parties' hierarchies of these attributes are not the same)")
+            raise LocalFailure([LocalProblem(text, text)])
+        return Plan(PaillierPublicKey.from_bytes(parts.get("key", b"")), None, sizes, counted, marginal_domains)
+
+    def _plan_vertical(self, others: list[str], helpers: list[str]) -> Plan:
+        """Each table is counted by the one primary that holds all its attributes (the total by the key
+        holder). The others tell the key holder which tables they count, with those tables' cells (the
+        release names them anyway) and a digest of their persons; the key holder checks that every
+        table has one counter and every party the same persons, then sends the key and the sizes."""
+        request, transport = self.request, self.transport
+        tid = self.local.tid_column
+        columns = [c for c in self.local.columns if c != tid]
+        held = held_marginals(request, columns)
+        mine = {i: [level_domain(self.local.hierarchies[a], lv) for a, lv in zip(spec.attributes, spec.levels)]
+                for i, (spec, h) in enumerate(zip(request.marginals, held)) if h}
+        tids = [] if tid is None else [row[self.local.columns.index(tid)] for row in self.local.rows]
+        persons = persons_digest(self.settings.run_id, tids)
+        first = 1 if request.total else 0
+        if self.me != self.recipient:
+            send_control(transport, self.recipient, "s/cells",
+                         CellsNotice(marginals={str(i): [[v.hex() for v in d] for d in doms] for i, doms in mine.items()},
+                                     persons=persons))
+            notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
+            notice.raise_if_stopped()
+            counted = [owner == self.me for owner in notice.owners]
+            if len(notice.sizes) != request.queries or len(counted) != request.queries \
+                    or any(counted[first + i] != (i in mine) for i in range(len(request.marginals))):
+                raise ProtocolError(f"party {self.me!r}: the key holder's plan does not match the tables it holds")
+            return Plan(PaillierPublicKey.from_bytes(parts.get("key", b"")), None, list(notice.sizes), counted, [])
+        owners: dict[int, list[str]] = {i: [self.me] for i in mine}
+        cells: dict[int, list[list[bytes]]] = dict(mine)
+        problems = []
+        for party in others:
+            notice, _ = receive_control(transport, party, "s/cells", CellsNotice, f"cells of {party!r}")
+            if notice.persons != persons:
+                problems.append(f"party {party!r} holds other persons than the key holder")
+            for index, doms in notice.marginals.items():
+                i = int(index)
+                if not 0 <= i < len(request.marginals):
+                    raise ProtocolError(f"party {party!r} claims a table the request does not have")
+                owners.setdefault(i, []).append(party)
+                cells[i] = [[bytes.fromhex(v) for v in d] for d in doms]
+        for i, spec in enumerate(request.marginals):
+            if len(owners.get(i, [])) != 1:
+                problems.append(f"--stats-marginal {spec.describe()} is held by "
+                                f"{' and '.join(repr(p) for p in owners.get(i, [])) or 'no party'}; it must be "
+                                "held by exactly one")
+        if problems:
+            text = "the statistics run stopped: " + "; ".join(problems)
+            raise LocalFailure([LocalProblem(text, text)])
+        marginal_domains = [cells[i] for i in range(len(request.marginals))]
+        sizes = segment_sizes(request, marginal_domains)
+        order = ([self.me] if request.total else []) + [owners[i][0] for i in range(len(request.marginals))]
+        secret = generate_paillier_keypair()
+        for party in [*others, *helpers]:
+            send_control(transport, party, "s/key", KeyNotice(sizes=sizes, owners=order),
+                         key=secret.public_key.to_bytes())
+        return Plan(secret.public_key, secret, sizes, [o == self.me for o in order], marginal_domains)
+
+    def run(self) -> RoleOutcome:
+        request, transport, timer = self.request, self.transport, self.timer
         others = [p for p in self.settings.primaries if p != self.me]
         helpers = self.settings.helpers
         aggregating = self.me == self.aggregator
         outcome = RoleOutcome()
         with timer.phase("encrypt"):
-            if self.me == self.recipient:
-                secret = generate_paillier_keypair()
-                key = secret.public_key
-                for party in others:
-                    send_control(transport, party, "s/key", KeyNotice(sizes=sizes, digest=digest), key=key.to_bytes())
-                for party in helpers:
-                    send_control(transport, party, "s/key", KeyNotice(sizes=sizes), key=key.to_bytes())
-            else:
-                notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
-                notice.raise_if_stopped()
-                if notice.digest != digest or notice.sizes != sizes:
-                    text = (f"party {self.me!r}: the cells of the requested tables differ from the key holder's "
-                            "(the parties' hierarchies of these attributes are not the same)")
-                    raise LocalFailure([LocalProblem(text, text)])
-                key = PaillierPublicKey.from_bytes(parts.get("key", b""))
+            vertical = self.settings.distribution == "vertical"
+            plan = (self._plan_vertical if vertical else self._plan_horizontal)(others, helpers)
+            key, secret, sizes, marginal_domains = plan.key, plan.secret, plan.sizes, plan.domains
             table = EncodedTable.from_rows(self.local.columns, self.local.rows)
-            counts = own_counts(request, table, self.local.hierarchies)
+            counts = own_counts(request, table, self.local.hierarchies, plan.counted, sizes)
             if self.noise == "joint":
                 generator = share_generator(randomness(request.seed, stream=self.me))
                 primaries = len(self.settings.primaries)
@@ -187,6 +281,7 @@ class _Primary(DataHolder):
             if self.me == self.recipient:
                 notice, parts = receive_control(transport, self.aggregator, "s/sums", Verdict, "noisy sums")
                 notice.raise_if_stopped()
+                assert secret is not None  # the key holder made it
                 values = decrypt_vector(secret, parts.get("sums", b""), sum(sizes))
                 facts = mechanism_facts(self.noise, str(notice.report.get("randomness", "")),
                                         request.seed is not None)

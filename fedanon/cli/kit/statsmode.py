@@ -36,7 +36,7 @@ def add_statistics_arguments(parser: argparse.ArgumentParser) -> None:
         "statistics (instead of anonymizing)",
         "release the row count and contingency tables of the pooled table with discrete Laplace noise, as "
         "`fedanon stats` does for one table; --output is then the JSON release. Cells come from the --qi "
-        "hierarchies. Horizontal splits; Protocol B's helper draws the noise, in Protocols A and C every "
+        "hierarchies. Horizontal and vertical splits (each table's attributes at one party); Protocol B's helper draws the noise, in Protocols A and C every "
         "primary adds a share of it")
     g.add_argument("--stats-marginal", action="append", default=[], metavar="ATTR[:LEVEL],...",
                    help="a contingency table over these attributes at these hierarchy levels (repeat)")

@@ -347,3 +347,25 @@ def test_vertical_parties_with_other_persons_stop_the_run(pooled) -> None:
     run = run_in_memory(settings, {**local, "helper": None}, timeout_s=120)
     assert set(run.errors) == set(ROLES)
     assert all("holds other persons than the key holder" in str(e) for e in run.errors.values()), run.errors
+
+
+# ----------------------------------------------------------------------------- packed vectors
+
+def test_packed_vectors_add_every_slot_without_carry() -> None:
+    from fedanon.crypto.paillier import generate_paillier_keypair
+    from fedanon.protocols.stats.vectors import LIMIT, MAX_ADDENDS, SLOTS, add_vectors, decrypt_vector, encrypt_vector
+
+    secret = generate_paillier_keypair()
+    key = secret.public_key
+    size = 2 * SLOTS + 1  # three ciphertexts, the last with one value
+    values = np.array([(LIMIT - 1) * (-1) ** i if i % 3 else -i for i in range(size)], dtype=np.int64)
+    blob = encrypt_vector(key, values)
+    summed = add_vectors(key, [blob] * MAX_ADDENDS, size, "test")
+    assert np.array_equal(decrypt_vector(secret, summed, size, MAX_ADDENDS), MAX_ADDENDS * values)
+    other = np.arange(size, dtype=np.int64) - 40
+    mixed = add_vectors(key, [blob, encrypt_vector(key, other)], size, "test")
+    assert np.array_equal(decrypt_vector(secret, mixed, size, 2), values + other)
+    with pytest.raises(FedanonError, match="too large"):
+        encrypt_vector(key, np.array([LIMIT]))
+    with pytest.raises(FedanonError, match="expected"):
+        add_vectors(key, [blob], size + SLOTS, "test")

@@ -282,7 +282,8 @@ class _Primary(DataHolder):
                 notice, parts = receive_control(transport, self.aggregator, "s/sums", Verdict, "noisy sums")
                 notice.raise_if_stopped()
                 assert secret is not None  # the key holder made it
-                values = decrypt_vector(secret, parts.get("sums", b""), sum(sizes))
+                addends = len(self.settings.primaries) + (1 if self.noise == "helper" else 0)
+                values = decrypt_vector(secret, parts.get("sums", b""), sum(sizes), addends)
                 facts = mechanism_facts(self.noise, str(notice.report.get("randomness", "")),
                                         request.seed is not None)
                 release = assemble(request, marginal_domains, split_segments(values, sizes), **facts)

@@ -6,6 +6,8 @@ counts encrypted under the key holder's Paillier key, so the helper sees only ci
 The digest of the cells (attributes, levels and every value of every level's domain, in
 order) lets the key holder's peers check that they count the same cells in the same order
 without sending a value; it travels only between primaries, which hold the same hierarchies.
+In a vertical split a primary counts only the tables whose attributes it holds, and the key
+holder checks with a digest of every party's identifiers that all of them hold the same persons.
 """
 
 from __future__ import annotations

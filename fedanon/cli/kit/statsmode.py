@@ -18,12 +18,14 @@ from typing import Any
 
 from fedanon.cli.kit.inputs import load_inputs
 from fedanon.cli.kit.runconfig import option_dest, run_from_args
+from fedanon.consortium.simulation import print_phase_table
 from fedanon.consortium.statistics import simulate_statistics
 from fedanon.dp.marginals import MarginalSpec
 from fedanon.dp.statistics import StatisticsRequest
 from fedanon.errors import InputError
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.parties.reaper import guarded_temp_dir
+from fedanon.protocols.stats.roles import PHASES
 
 #: flags of an anonymizing simulation that a statistics run does not read (dest, flag)
 _NOT_READ = (("baseline", "--baseline"), ("html", "--html"), ("per_party_keys", "--per-party-keys"),
@@ -92,6 +94,7 @@ def run_statistics(args: argparse.Namespace) -> int:
         print(f"Protocol {args.protocol}, {args.distribution}, {args.parties} primaries: {total}{tables} noisy "
               f"table(s), epsilon {release['budget']['epsilon_spent']:g} spent -> {spec.output} "
               f"({run.elapsed_s:.2f} s)")
+        print_phase_table(run.party_reports, "time and bytes per phase and party", PHASES)
     return 0
 
 

@@ -25,6 +25,7 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
 from fedanon.protocols.sim.split import split_horizontal
 
+from cli_checks import one_line_error
 from datasets import ADULT_DIR, hierarchy_path
 
 pytestmark = pytest.mark.slow
@@ -76,8 +77,17 @@ def test_fedanon_run_of_a_statistics_run_file(tmp_path, capsys) -> None:
         run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
         assert "[privacy]" not in run_toml.read_text()  # a statistics run needs no privacy config
         code = main(["run", "--config", str(run_toml), "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 0, err
+        err = capsys.readouterr().err
+        assert code == 0, err
+        # a bad request in the run file: one line, before any party is contacted
+        bad = run_config_dict(cfg)
+        bad["options"] = {"statistics": {"epsilon": -1, "marginals": MARGINALS}}
+        bad_toml = tmp_path / "bad.toml"
+        bad_toml.write_bytes(tomli_w.dumps(bad).encode())
+        assert "--epsilon must be a positive number" in one_line_error(capsys, "run", "--config", bad_toml,
+                                                                        "--no-progress")
+        assert "--html applies to anonymizing runs" in one_line_error(capsys, "run", "--config", run_toml,
+                                                                       "--no-progress", "--html", tmp_path / "x.html")
     release = json.loads((tmp_path / "stats.json").read_text())
     for got, want in zip(_minus_shares(release, request, names), _truth(rows, request)):
         assert np.array_equal(got, want)

@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from fedanon.consortium.simulation import result_summary
     from fedanon.consortium.statistics import check_statistics_option, release_of, write_release
+    from fedanon.errors import InputError
     from fedanon.cli.kit.summary import RESULT_KEYS, party_dp, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs
@@ -35,7 +36,9 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.protocols.registry import known_protocol
 
     cfg = load_run_config(args.config)
-    check_statistics_option(cfg.options)  # a bad [options] statistics fails here, before any party is contacted
+    # a bad [options] statistics fails here, before any party is contacted
+    if check_statistics_option(cfg.options) is not None and args.html is not None:
+        raise InputError("--html applies to anonymizing runs, not to a statistics release ([options] statistics)")
     if args.protocol:
         override = known_protocol(args.protocol)
         if override is not None and not override.anonymizes and cfg.protocol.upper() != override.name:

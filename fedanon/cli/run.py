@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from fedanon.consortium.simulation import result_summary
+    from fedanon.consortium.statistics import check_statistics_option, release_of, write_release
+    from fedanon.errors import InputError
     from fedanon.cli.kit.summary import RESULT_KEYS, party_dp, print_summary, result_rows
     from fedanon.parties.config import load_run_config
     from fedanon.parties.coordinator import Coordinator, write_outputs
@@ -34,6 +36,9 @@ def _run(args: argparse.Namespace) -> int:
     from fedanon.protocols.registry import known_protocol
 
     cfg = load_run_config(args.config)
+    # a bad [options] statistics fails here, before any party is contacted
+    if check_statistics_option(cfg.options) is not None and args.html is not None:
+        raise InputError("--html applies to anonymizing runs, not to a statistics release ([options] statistics)")
     if args.protocol:
         override = known_protocol(args.protocol)
         if override is not None and not override.anonymizes and cfg.protocol.upper() != override.name:
@@ -53,6 +58,16 @@ def _run(args: argparse.Namespace) -> int:
     with PhaseProgress([(p.name, p.role) for p in cfg.parties], enabled=show) as progress:
         coordinator = Coordinator(cfg, on_event=progress.update)
         outcome = coordinator.run()
+    release = release_of(outcome.report.get("party_reports", {}))
+    if release is not None:  # a statistics run ([options] statistics): the JSON release, no table
+        write_release(outcome, release, cfg.output, cfg.report)
+        if show:
+            print_phase_summary(outcome.report.get("party_reports", {}))
+        print(f"run {outcome.run_id} ({cfg.protocol.upper()}, {cfg.distribution}) finished in "
+              f"{outcome.report['elapsed_s']:.2f} s; statistics release"
+              + (f" -> {cfg.output}" if cfg.output else "") + (f"; report -> {cfg.report}" if cfg.report else ""),
+              file=sys.stderr)
+        return 0
     summary = result_summary(outcome.report.get("party_reports", {}))
     for key in RESULT_KEYS:  # the result at the top level, as `fedanon anonymize` reports it
         if summary.get(key) is not None:

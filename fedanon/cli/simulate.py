@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from fedanon.cli.kit.protocolflags import add_protocol_flags, protocol_flag_options
+from fedanon.cli.kit.statsmode import add_statistics_arguments, run_statistics, statistics_requested
 from fedanon.engine.check.backends.base import DEFAULT_BACKEND, backends
 from fedanon.engine.settings import EngineSettings
 from fedanon.kit.atomicfile import write_text_atomic
@@ -73,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="address of a running Dask scheduler (tcp://host:8786) for --backend dask")
     add_protocol_flags(p)  # each protocol's own flags, from its registry spec
     add_privacy_arguments(p)
+    add_statistics_arguments(p)
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="OUT.csv",
                      help="decrypted, anonymized table (or output = \"...\" in --config)")
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     from fedanon.protocols.registry import protocol_spec
     from fedanon.cli.kit.summary import dp_text, party_dp
 
+    if statistics_requested(args):  # noisy counts of the dealt table instead of an anonymization
+        return run_statistics(args)
     spec = run_from_args(args)  # flags over the TOML: input, output, report, roles, CSV format
     workers = args.workers.strip()
     engine = EngineSettings(args.backend, int(workers) if workers.isdigit() else workers,

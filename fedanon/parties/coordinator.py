@@ -37,7 +37,7 @@ from fedanon.protocols.kit.api import HoldsOutput
 from fedanon.parties.pki.tls import client_credentials, open_channel
 from fedanon.proto import fedanon_pb2 as pb
 from fedanon.proto import fedanon_pb2_grpc as pb_grpc
-from fedanon.protocols.registry import check_roles, known_protocol
+from fedanon.protocols.registry import STATISTICS_OPTION, check_roles, known_protocol
 
 _ABORT_GRACE_S = 1.0  # after the first failure, before the coordinator aborts the others
 _HUNG_SHARE = 0.9  # a ping that fails only after this share of its deadline went unanswered: hung, not refused
@@ -251,7 +251,11 @@ class Coordinator:
         return RunOutcome(self.run_id, output, {"parties": reports})
 
     def run(self) -> RunOutcome:
-        self.config = _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source, self.cfg.anonymization)
+        # a statistics run (`[options] statistics`) counts the parties' tables and needs no privacy config
+        counting = STATISTICS_OPTION in (self.cfg.options or {}) and not self.cfg.privacy \
+            and self.cfg.anonymization is None
+        self.config = None if counting else _check_config(self.cfg.protocol, self.cfg.privacy, self.cfg.source,
+                                                          self.cfg.anonymization)
         _check_roles(self.cfg.protocol, {p.name: p.role for p in self.cfg.parties}, self.cfg.source)
         t0 = time.perf_counter()
         try:

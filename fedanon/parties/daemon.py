@@ -54,7 +54,7 @@ from fedanon.proto import fedanon_pb2_grpc as pb_grpc
 from fedanon.model.config import AnonymizationConfig
 from fedanon.protocols.kit.api import LocalData, RoleContext, RunSettings
 from fedanon.protocols.kit.codec import decompression_limit
-from fedanon.protocols.registry import PRIMARY, check_roles, protocol_spec, role_function
+from fedanon.protocols.registry import PRIMARY, STATISTICS_OPTION, check_roles, protocol_spec, role_function
 
 VERSION = "fedanon-party/1"
 _MIN_RECEIVE_THROUGHPUT = 1 << 20  # bytes/s a sender must sustain: a message's deadline grows with its size
@@ -358,7 +358,7 @@ class PartyService(pb_grpc.PartyServicer):
         if role_problems:
             raise _public("; ".join(role_problems))
         config = None
-        if not config_dict and spec.anonymizes:
+        if not config_dict and spec.anonymizes and STATISTICS_OPTION not in options:  # a statistics run needs none
             raise _public(f"protocol {spec.name} needs an anonymization config, the run request has none")
         if config_dict:
             # the trust boundary of a party: the config arrives from the network and is checked

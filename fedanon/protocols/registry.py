@@ -25,7 +25,7 @@ from fedanon.errors import ProtocolError
 from fedanon.protocols.a.flags import FLAGS as A_FLAGS
 from fedanon.protocols.c.class_means import ROUTE as C_MEANS
 from fedanon.protocols.c.flags import FLAGS as C_FLAGS
-from fedanon.protocols.kit.api import ClassMeansRoute, OptionFlag, RoleFunction
+from fedanon.protocols.kit.api import ClassMeansRoute, OptionFlag, RoleContext, RoleFunction, RoleOutcome
 
 # The two kinds of party every protocol is built from: a primary holds data, a helper holds none
 # (it computes on what the primaries send it). Protocols name their roles from these; the party
@@ -35,6 +35,8 @@ HELPER = "helper"
 PARTY_ROLES = (PRIMARY, HELPER)
 # the protocol a command runs when none is named
 DEFAULT_PROTOCOL = "B"
+# the run option that turns a run into a statistics release (`protocols/stats/roles.py`)
+STATISTICS_OPTION = "statistics"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class ProtocolSpec:
     # `fedanon demo` runs it on a seeded sample of this many rows of a larger data set (None: on
     # every row), so that the first command a user runs stays short where a protocol's search is slow
     demo_sample_rows: int | None = None
+    # the module whose ROLES serve a run in the statistics mode (run option `statistics`: noisy
+    # counts and marginals of the pooled table, `protocols/stats/`); None: no statistics mode
+    statistics: str | None = None
 
 
 _SPECS: dict[str, ProtocolSpec] = {
@@ -65,12 +70,12 @@ _SPECS: dict[str, ProtocolSpec] = {
                       ("primary",), needs_helper=False, anonymizes=True, min_primaries=2,
                       phases=("encrypt", "integrate", "anonymize", "verify", "decrypt"),
                       options=("cipher", "min_levels", "verified"), flags=A_FLAGS,
-                      dp=("horizontal", "vertical")),
+                      dp=("horizontal", "vertical"), statistics="fedanon.protocols.stats.a"),
     "B": ProtocolSpec("B", "fedanon.protocols.b.protocol",
                       "shared deterministic AES keys, star around a non-colluding helper",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
                       phases=("encrypt", "integrate", "anonymize", "decrypt"),
-                      dp=("horizontal", "vertical")),
+                      dp=("horizontal", "vertical"), statistics="fedanon.protocols.stats.b"),
     "C": ProtocolSpec("C", "fedanon.protocols.c.protocol",
                       "B plus pseudotuples and encrypted row counters: the helper never learns a class size",
                       ("primary", "helper"), needs_helper=True, anonymizes=True,
@@ -78,7 +83,7 @@ _SPECS: dict[str, ProtocolSpec] = {
                       # every metric; the entropy metrics show the key holder per-QI value counts
                       # (README threat model, Protocol C)
                       options=("counters", "pseudotuples", "aggregate_means"), flags=C_FLAGS,
-                      class_means=C_MEANS, demo_sample_rows=2000,
+                      class_means=C_MEANS, demo_sample_rows=2000, statistics="fedanon.protocols.stats.c",
                       # the key holder scores and draws (protocols/c/dp_release.py)
                       dp=("horizontal", "vertical")),
     "CHECK": ProtocolSpec("CHECK", "fedanon.protocols.kit.connectivity",
@@ -102,12 +107,34 @@ def known_protocol(protocol: str) -> ProtocolSpec | None:
 
 
 def role_function(protocol: str, role: str) -> RoleFunction:
+    """The role's function; for a protocol with a statistics mode, one that serves a run whose
+    options ask for statistics (`STATISTICS_OPTION`) with that mode's role instead."""
     spec = protocol_spec(protocol)
     roles: dict[str, RoleFunction] = importlib.import_module(spec.module).ROLES
     try:
-        return roles[role]
+        anonymizing = roles[role]
     except KeyError:
         raise ProtocolError(f"protocol {spec.name} has no role {role!r}; roles: {', '.join(roles)}") from None
+    if spec.statistics is None:
+        return anonymizing
+    counting: RoleFunction = importlib.import_module(spec.statistics).ROLES[role]
+
+    def either(ctx: RoleContext) -> RoleOutcome:
+        return (counting if STATISTICS_OPTION in ctx.settings.options else anonymizing)(ctx)
+
+    return either
+
+
+def statistics_refusal(protocol: str, distribution: str) -> str | None:
+    """Why `protocol` has no statistics mode for a `distribution` split (None: it has)."""
+    spec = protocol_spec(protocol)
+    if spec.statistics is None:
+        with_mode = " or ".join(n for n, s in sorted(_SPECS.items()) if s.statistics)
+        return f"--stats-marginal: Protocol {spec.name} has no statistics mode; use Protocol {with_mode}"
+    if distribution not in ("horizontal", "vertical"):
+        return (f"--stats-marginal: the statistics mode counts a horizontal or a vertical split, not a "
+                f"{distribution} one")
+    return None
 
 
 def dp_refusal(protocol: str, distribution: str) -> str | None:

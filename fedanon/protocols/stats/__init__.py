@@ -1,0 +1,1 @@
+"""Differentially private statistics of the integrated table in Protocols B and C (see roles.py)."""

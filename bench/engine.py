@@ -71,6 +71,7 @@ from fedanon.model.privacy.lkc import LKCPrivacy  # noqa: E402
 from fedanon.model.privacy.blikeness import BetaLikeness  # noqa: E402
 from fedanon.model.privacy.ddisclosure import DeltaDisclosure  # noqa: E402
 from fedanon.model.privacy.kmap import KMap  # noqa: E402
+from fedanon.model.privacy.popuniqueness import PopulationUniqueness  # noqa: E402
 from fedanon.model.privacy.psensitive import PSensitive  # noqa: E402
 from fedanon.model.privacy.reidentification import AverageRisk, HighestRisk  # noqa: E402
 from bench.tables import ATTRS, HIGHCARD_QIS, SENSITIVE, highcard, load_adult, resample, resample_codes  # noqa: E402
@@ -295,10 +296,21 @@ def main(argv: list[str] | None = None) -> int:
                 ("(2,5,0.7)-LKC", qis8, 1, LKCPrivacy(2, 5, 0.7, "occupation")),
                 ("avg-risk 0.05", ATTRS, 1, AverageRisk(0.05)),
                 ("highest-risk 0.2", ATTRS, 1, HighestRisk(0.2)),
-                ("10-map N=300k (zero-truncated)", ATTRS, 1, KMap(10, 300_000, "zero-truncated", 0.01))):
+                ("10-map N=300k (zero-truncated)", ATTRS, 1, KMap(10, 300_000, "zero-truncated", 0.01)),
+                ("pop-uniqueness 0.01 π=0.1 (pitman)", ATTRS, 1, PopulationUniqueness(0.01, 0.1, "pitman"))):
             name = f"adult model: {label} s={s:.0%}"
             plan.append((name, "adult", AnonymizationConfig(qis, k=k, suppression=s, models=[model])))
             versus_k.add(name)
+        # two sensitive attributes at once (occupation and salary-class, 7 QIs), each with its own
+        # model; attribute weights (age weighing 3) with k = 5 and the default metric
+        qis7 = [a for a in ATTRS if a not in ("occupation", "salary-class")]
+        name = f"adult model: 2 sensitive (1.5-disclosure occupation, distinct-2 salary-class) s={s:.0%}"
+        plan.append((name, "adult", AnonymizationConfig(qis7, k=1, suppression=s, models=[
+            DeltaDisclosure(1.5, "occupation"), LDiversity("distinct", 2, "salary-class")])))
+        versus_k.add(name)
+        name = f"adult model: k=5 weights age=3 s={s:.0%}"
+        plan.append((name, "adult", AnonymizationConfig(ATTRS, k=5, suppression=s, weights={"age": 3.0})))
+        versus_k.add(name)
     # δ-presence as in the dissertation's evaluation: random 10 % research subset, (0, 0.2), with k=5
     subset = np.random.default_rng(7).random(table.n_rows) < 0.10
     if not args.quick:

@@ -221,10 +221,15 @@ class LKCCriterion(Criterion):
                         limit: int | None = None) -> np.ndarray:
         """Suppress every class of a failing projection group, on the kept classes, until none fails.
 
-        Each QI subset's grouping of the classes (and, for C, of their sensitive entries into
-        (group, value) cells) is computed once; a round re-sums sizes and counts over the kept
-        classes with `bincount`. K is checked on the subsets of exactly L QIs only: a group on
-        fewer QIs is a union of groups on L of them, so it has at least K rows when they do."""
+        The QI subsets of one size are judged together: each class's projection key on every
+        subset is one column of a (classes x subsets) key matrix, offset so that the subsets'
+        groups never share an id, so one `bincount` sums the group sizes of all subsets (and,
+        for C, one more the (group, value) cells); the keys are built once per check and a
+        round re-sums over the kept classes. K is checked on the subsets of exactly L QIs only:
+        a group on fewer QIs is a union of groups on L of them, so it has at least K rows when
+        they do. The same holds for C (a value's share in a union is at most its largest share
+        in the parts), so the smaller subsets are grouped only in a round where some group on L
+        QIs fails -- then the rule suppresses the classes of their failing groups too."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
@@ -234,45 +239,31 @@ class LKCCriterion(Criterion):
             return ~kept   # the other criteria failed the node already
         n_qis = codes.shape[1] if codes.ndim == 2 else 0
         top = min(self.model.l, n_qis)
+        if top == 0 or codes.shape[0] == 0:
+            return ~kept
         entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-        subsets = [s for size in range(1 if self.bounds_confidence else top, top + 1)
-                   for s in itertools.combinations(range(n_qis), size)]
-        plans: list[tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]] = []
+        radices = codes.max(axis=0) + 1
+        layers: dict[int, _Layer] = {}
+
+        def layer(size: int) -> "_Layer":
+            if size not in layers:
+                layers[size] = _Layer(codes, radices, size, entries)
+            return layers[size]
+
         while kept.any():
             weight = np.where(kept, sizes, 0.0)
             counts = None if entries is None else entries[2] * kept[entries[0]]
-            bad = np.zeros(kept.shape[0], dtype=bool)
-            for i, subset in enumerate(subsets):
-                if i == len(plans):   # the first round groups each subset when it comes to it
-                    plans.append(self._plan(codes, subset, subset_size_is_l=len(subset) == top, entries=entries))
-                group, n_groups, check_k, cells = plans[i]
-                group_size = np.bincount(group, weights=weight, minlength=n_groups)
-                wrong = group_size < self.k if check_k else np.zeros(n_groups, dtype=bool)
-                if cells is not None:
-                    cell, cell_group = cells
-                    largest = np.zeros(n_groups, dtype=np.float64)
-                    np.maximum.at(largest, cell_group, np.bincount(cell, weights=counts, minlength=cell_group.size))
-                    wrong |= largest > (self.c + EPS) * group_size
-                bad |= wrong[group] & kept
-                if limit is not None and bad.any() and float(sizes[~kept | bad].sum()) > limit:
-                    return ~kept | bad   # the node fails whatever the other subsets and rounds add
+            bad = layer(top).failing(weight, counts, kept, self.k, self.c, sizes, limit)
+            for size in (range(1, top) if self.bounds_confidence and bad.any() else ()):
+                if limit is not None and float(sizes[~kept | bad].sum()) > limit:
+                    break
+                bad |= layer(size).failing(weight, counts, kept, None, self.c)
             if not bad.any():
                 break
+            if limit is not None and float(sizes[~kept | bad].sum()) > limit:
+                return ~kept | bad   # the node fails whatever the later rounds add
             kept &= ~bad
         return ~kept
-
-    @staticmethod
-    def _plan(codes: np.ndarray, subset: tuple[int, ...], subset_size_is_l: bool,
-              entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None
-              ) -> tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]:
-        """One QI subset's projection groups of the classes (and their (group, value) cells)."""
-        group, n_groups = _groups(codes[:, list(subset)])
-        cells = None
-        if entries is not None:
-            cls, value, _, domain = entries
-            cell, cell_keys = _compact(group[cls] * np.int64(domain) + value)
-            cells = (cell, cell_keys // domain)
-        return group, n_groups, subset_size_is_l, cells
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
@@ -295,6 +286,83 @@ class LKCCriterion(Criterion):
 
     def describe(self) -> str:
         return self.model.describe()
+
+
+class _Layer:
+    """The projection groups of a node's classes on every QI subset of one size, side by side.
+
+    `group[c, j]`: the id of class c's group on subset j, ids unique over all subsets of the
+    size; with C, the (group, value) cells of the histogram entries in the same way, sorted by
+    group so that a group's largest cell is one `maximum.reduceat`."""
+
+    def __init__(self, codes: np.ndarray, radices: np.ndarray, size: int,
+                 entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None) -> None:
+        subsets = np.array(list(itertools.combinations(range(codes.shape[1]), size)), dtype=np.int64)
+        self.width = subsets.shape[0]
+        spans = np.prod(radices[subsets].astype(np.float64), axis=1)
+        if float(spans.sum()) < 2.0 ** 62:
+            span = np.prod(radices[subsets], axis=1)
+            key = codes[:, subsets[:, 0]].copy()
+            for p in range(1, size):
+                key *= radices[subsets[:, p]]
+                key += codes[:, subsets[:, p]]
+            key += np.concatenate(([0], np.cumsum(span)[:-1]))
+            group, present = _compact(key.ravel())
+            self.group, self.n_groups = group.reshape(key.shape), int(present.shape[0])
+        else:   # too many value combinations for one key space: each subset on its own
+            columns, offset = [], 0
+            for subset in subsets:
+                g, n = _groups(codes[:, subset])
+                columns.append(g + offset)
+                offset += n
+            self.group, self.n_groups = np.stack(columns, axis=1), offset
+        self.entries = entries
+        self._cells: tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None] | None = None
+
+    def cells(self) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None]:
+        """(cell of each (entry, subset), cells, the group of each run of cells and where the runs
+        start); built when C is first judged (a node whose K check fails too many rows never
+        needs them). Where every (group, value) pair fits a table no larger than a few times the
+        cells, the cell is group x values + value itself (no runs: a reshape finds the largest)."""
+        if self._cells is None:
+            assert self.entries is not None
+            cls, value, _, domain = self.entries
+            keys = (self.group[cls] * np.int64(domain) + value[:, None]).ravel()
+            if self.n_groups * domain <= 8 * keys.size + 4096:
+                self._cells = (keys, self.n_groups * domain, None, None)
+            else:
+                cell, cell_keys = _compact(keys)
+                cell_group = cell_keys // domain
+                starts = np.flatnonzero(np.concatenate(([True], cell_group[1:] != cell_group[:-1])))
+                self._cells = (cell, int(cell_keys.shape[0]), cell_group[starts], starts)
+        return self._cells
+
+    def failing(self, weight: np.ndarray, counts: np.ndarray | None, kept: np.ndarray,
+                k: int | None, c: float, rows: np.ndarray | None = None, limit: int | None = None) -> np.ndarray:
+        """The kept classes in some group with fewer than `k` rows (None: K not judged on this
+        size) or, with `counts` (the entries' counts over the kept classes), a value's share
+        above `c`. With `limit`, the classes K fails alone are returned where they (with the
+        classes not kept) hold more than `limit` of `rows` (the node fails in any case)."""
+        group_size = np.bincount(self.group.ravel(), weights=np.repeat(weight, self.width), minlength=self.n_groups)
+        if k is not None:
+            wrong = group_size < k
+            if limit is not None and rows is not None:
+                bad = (wrong[self.group] & kept[:, None]).any(axis=1)
+                if float(rows[~kept | bad].sum()) > limit:
+                    return bad
+        else:
+            wrong = np.zeros(self.n_groups, dtype=bool)
+        if counts is not None and self.entries is not None:
+            cell, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                wrong |= largest > (c + EPS) * group_size
+        return (wrong[self.group] & kept[:, None]).any(axis=1)
 
 
 def _groups(columns: np.ndarray) -> tuple[np.ndarray, int]:

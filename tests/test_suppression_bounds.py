@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fedanon.model.criterion import CriterionContext
 from fedanon.model.privacy.blikeness import BetaLikeness
 from fedanon.model.privacy.ddisclosure import DeltaDisclosure
+from fedanon.model.privacy.lkc import LKCPrivacy
 from fedanon.model.privacy.reidentification import AverageRisk
 from fedanon.stats.classes import ClassStats
 
@@ -93,3 +94,41 @@ def test_bound_by_hand():
     sizes = np.array([1, 1, 1, 5])
     assert abs(risk.suppression_bound(ClassStats(sizes, {})) - 2.0) < 1e-6
     assert _suppressed(risk, ClassStats(sizes, {})) >= 2
+
+
+@st.composite
+def lkc_tables(draw):
+    """Classes with distinct QI codes (2-3 QIs of up to 4 codes), sensitive histograms, and a
+    generalization: per QI a map of its codes onto coarser ones; classes equal after it merge."""
+    n_qis = draw(st.integers(2, 3))
+    radix = [draw(st.integers(1, 4)) for _ in range(n_qis)]
+    cells = sorted({tuple(draw(st.integers(0, r - 1)) for r in radix)
+                    for _ in range(draw(st.integers(1, 14)))})
+    codes = np.array(cells, dtype=np.int64)
+    domain = draw(st.integers(2, 4))
+    hist = np.array([[draw(st.integers(0, 4)) for _ in range(domain)] for _ in cells], dtype=np.int64)
+    hist[hist.sum(axis=1) == 0, 0] = 1
+    maps = [np.array([draw(st.integers(0, r - 1)) for _ in range(r)], dtype=np.int64) for r in radix]
+    model = LKCPrivacy(draw(st.integers(1, n_qis)), draw(st.integers(1, 6)),
+                       draw(st.sampled_from([0.4, 0.6, 0.75, 1.0])), "s")
+    return codes, hist, maps, model
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=lkc_tables())
+def test_lkc_bound_is_at_most_the_rule_and_never_grows_under_generalization(case):
+    codes, hist, maps, model = case
+    coarse_codes = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+    merged, inverse = np.unique(coarse_codes, axis=0, return_inverse=True)
+    coarse_hist = np.zeros((merged.shape[0], hist.shape[1]), dtype=np.int64)
+    np.add.at(coarse_hist, inverse.reshape(-1), hist)
+    bounds = []
+    for c, h in ((codes, hist), (merged, coarse_hist)):
+        criterion = model.criterion()
+        criterion.prepare(CriterionContext(n_rows=int(hist.sum()), histograms_total={"s": hist.sum(axis=0)}))
+        stats = ClassStats(h.sum(axis=1), {"s": h})
+        failing = np.asarray(criterion.enforce_classes(stats, c, np.zeros(c.shape[0], dtype=bool)), dtype=bool)
+        bound = criterion.suppression_bound(stats, c)
+        assert bound <= int(stats.sizes[failing].sum()) + SLACK
+        bounds.append(bound)
+    assert bounds[1] <= bounds[0] + SLACK

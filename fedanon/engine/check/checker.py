@@ -150,7 +150,8 @@ class ClassJudge:
         needed = float(small)
         if small <= self.suppression_limit:
             for c in self.bounding:
-                needed = max(needed, c.suppression_bound(classes.stats))
+                needed = max(needed, c.suppression_bound(classes.stats, classes.codes,
+                                                         self.suppression_limit + self._bound_slack))
                 if needed > self.suppression_limit + self._bound_slack:
                     break
         if small > self.suppression_limit or needed > self.suppression_limit + self._bound_slack:

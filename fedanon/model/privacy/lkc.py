@@ -53,7 +53,7 @@ import math
 import numbers
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -204,6 +204,7 @@ class LKCCriterion(Criterion):
         # report then wants each released row's class, which only a histogram-keeping grouping keeps
         self.needs_histogram = model.attribute
         self._chosen: np.ndarray | None = None   # codes of S (None: every code)
+        self._node: tuple | None = None   # (stats, codes, radices, entries, layers) of the last check
 
     def prepare(self, context: CriterionContext) -> None:
         if not self.bounds_confidence or self.model.values is None:
@@ -241,29 +242,60 @@ class LKCCriterion(Criterion):
         top = min(self.model.l, n_qis)
         if top == 0 or codes.shape[0] == 0:
             return ~kept
-        entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-        radices = codes.max(axis=0) + 1
-        layers: dict[int, _Layer] = {}
-
-        def layer(size: int) -> "_Layer":
-            if size not in layers:
-                layers[size] = _Layer(codes, radices, size, entries)
-            return layers[size]
-
+        layer, entries = self._layers(stats, codes)
+        assert self._node is not None
+        for built in self._node[4].values():
+            built.reset()   # the sums of an earlier call on this node were over another kept set
+        counts = None if entries is None else entries[2]
         while kept.any():
-            weight = np.where(kept, sizes, 0.0)
-            counts = None if entries is None else entries[2] * kept[entries[0]]
-            bad = layer(top).failing(weight, counts, kept, self.k, self.c, sizes, limit)
+            bad = layer(top).failing(kept, sizes, counts, self.k, self.c, limit)
             for size in (range(1, top) if self.bounds_confidence and bad.any() else ()):
                 if limit is not None and float(sizes[~kept | bad].sum()) > limit:
                     break
-                bad |= layer(size).failing(weight, counts, kept, None, self.c)
+                bad |= layer(size).failing(kept, sizes, counts, None, self.c)
             if not bad.any():
                 break
             if limit is not None and float(sizes[~kept | bad].sum()) > limit:
                 return ~kept | bad   # the node fails whatever the later rounds add
             kept &= ~bad
         return ~kept
+
+    def _layers(self, stats: ClassStats, codes: np.ndarray
+                ) -> tuple[Callable[[int], "_Layer"], tuple[np.ndarray, np.ndarray, np.ndarray, int] | None]:
+        """The node's projection layers, built on first use, and its histogram entries; kept for
+        the last class table asked (the bound and the rule of one check share them)."""
+        if self._node is None or self._node[0] is not stats:
+            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
+            self._node = (stats, codes, codes.max(axis=0) + 1, entries, {})
+        _, node_codes, radices, entries, layers = self._node
+
+        def layer(size: int) -> "_Layer":
+            if size not in layers:
+                layers[size] = _Layer(node_codes, radices, size, entries)
+            return layers[size]
+        return layer, entries
+
+    bounds_suppression = True
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None) -> float:
+        """On each set Q of L QIs, a projection group g of fewer than K rows loses all its rows,
+        and one where value s exceeds its share, x = count(s) − C·|g| > 0, loses at least
+        x / (1 − C) rows (a suppressed row lowers x by at most 1 − C). Per group that is
+        subadditive over unions (a union of small groups is small or counted by x, and the
+        positive part of x is subadditive), so the sum over the groups of Q, and its maximum
+        over the Q, can only fall under generalization: rows every release of this node and of
+        its generalizations suppresses."""
+        if codes is None or stats.sizes.shape[0] == 0:
+            return 0.0
+        codes = np.asarray(codes, dtype=np.int64)
+        top = min(self.model.l, codes.shape[1] if codes.ndim == 2 else 0)
+        if top == 0:
+            return 0.0
+        layer, entries = self._layers(stats, codes)
+        sizes = np.asarray(stats.sizes, dtype=np.float64)
+        counts = None if entries is None else entries[2]
+        return layer(top).lost_rows(sizes, counts, self.k, self.c, limit)
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
@@ -317,6 +349,11 @@ class _Layer:
                 offset += n
             self.group, self.n_groups = np.stack(columns, axis=1), offset
         self.entries = entries
+        self._owner: np.ndarray | None = None
+        # the sums over the kept classes of the last `failing` (see `_sync`), and that kept set
+        self._kept: np.ndarray | None = None
+        self._group_size = np.zeros(0)
+        self._summed: np.ndarray | None = None
         self._cells: tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None] | None = None
 
     def cells(self) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None]:
@@ -337,25 +374,90 @@ class _Layer:
                 self._cells = (cell, int(cell_keys.shape[0]), cell_group[starts], starts)
         return self._cells
 
-    def failing(self, weight: np.ndarray, counts: np.ndarray | None, kept: np.ndarray,
-                k: int | None, c: float, rows: np.ndarray | None = None, limit: int | None = None) -> np.ndarray:
+    def lost_rows(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float,
+                  limit: float | None = None) -> float:
+        """`LKCCriterion.suppression_bound` on this layer's subsets: per subset, the rows of its
+        groups below `k` plus each other group's largest excess over share `c` divided by 1 − c;
+        the largest subset's sum (the groups below `k` alone where they exceed `limit`)."""
+        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+        lost = np.where(group_size < k, group_size, 0.0)
+        if limit is not None:
+            small = np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
+            if small.size and float(small.max()) > limit:
+                return float(small.max())
+        if counts is not None and self.entries is not None and c < 1.0:
+            cell, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
+                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
+        per_subset = np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
+        return float(per_subset.max()) if per_subset.size else 0.0
+
+    def _subset_of_group(self) -> np.ndarray:
+        """The subset (column of `group`) each group id belongs to."""
+        if self._owner is None:
+            owner = np.zeros(self.n_groups, dtype=np.int64)
+            owner[self.group.ravel()] = np.tile(np.arange(self.width, dtype=np.int64), self.group.shape[0])
+            self._owner = owner
+        return self._owner
+
+    def reset(self) -> None:
+        """Forget the sums over the kept classes (a new call starts from its own kept set)."""
+        self._kept, self._summed = None, None
+
+    def _sync(self, kept: np.ndarray, sizes: np.ndarray, counts: np.ndarray | None, with_cells: bool) -> None:
+        """Group sizes (and, `with_cells`, cell sums) over the kept classes: summed once, then
+        the classes suppressed since are subtracted (a round suppresses few; the sums are of
+        whole numbers, so subtracting is exact)."""
+        if self._kept is None:
+            self._group_size = np.bincount(self.group.ravel(), weights=np.repeat(np.where(kept, sizes, 0.0), self.width),
+                                           minlength=self.n_groups)
+        else:
+            gone = np.flatnonzero(self._kept & ~kept)
+            if gone.size:
+                self._group_size -= np.bincount(self.group[gone].ravel(), weights=np.repeat(sizes[gone], self.width),
+                                                minlength=self.n_groups)
+                if self._summed is not None:
+                    cell = self.cells()[0].reshape(-1, self.width)
+                    assert self.entries is not None and counts is not None
+                    lost = np.flatnonzero(~kept[self.entries[0]] & self._kept[self.entries[0]])
+                    self._summed -= np.bincount(cell[lost].ravel(), weights=np.repeat(counts[lost], self.width),
+                                                minlength=self.cells()[1])
+        if with_cells and self._summed is None and counts is not None:
+            assert self.entries is not None
+            cell, n_cells, _, _ = self.cells()
+            self._summed = np.bincount(cell, weights=np.repeat(counts * kept[self.entries[0]], self.width),
+                                       minlength=n_cells)
+        self._kept = kept.copy()
+
+    def failing(self, kept: np.ndarray, sizes: np.ndarray, counts: np.ndarray | None,
+                k: int | None, c: float, limit: int | None = None) -> np.ndarray:
         """The kept classes in some group with fewer than `k` rows (None: K not judged on this
-        size) or, with `counts` (the entries' counts over the kept classes), a value's share
-        above `c`. With `limit`, the classes K fails alone are returned where they (with the
-        classes not kept) hold more than `limit` of `rows` (the node fails in any case)."""
-        group_size = np.bincount(self.group.ravel(), weights=np.repeat(weight, self.width), minlength=self.n_groups)
+        size) or, with `counts` (the histogram entries' counts), a value's share above `c`.
+        With `limit`, the classes K fails alone are returned where they (with the classes not
+        kept) hold more than `limit` rows (the node fails in any case)."""
+        self._sync(kept, sizes, counts, with_cells=False)
+        group_size = self._group_size
         if k is not None:
             wrong = group_size < k
-            if limit is not None and rows is not None:
+            if limit is not None:
                 bad = (wrong[self.group] & kept[:, None]).any(axis=1)
-                if float(rows[~kept | bad].sum()) > limit:
+                if float(sizes[~kept | bad].sum()) > limit:
                     return bad
         else:
             wrong = np.zeros(self.n_groups, dtype=bool)
         if counts is not None and self.entries is not None:
-            cell, n_cells, cell_groups, starts = self.cells()
+            _, n_cells, cell_groups, starts = self.cells()
             if n_cells:
-                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                self._sync(kept, sizes, counts, with_cells=True)
+                summed = self._summed
+                assert summed is not None
                 if starts is None:
                     largest = summed.reshape(self.n_groups, -1).max(axis=1)
                 else:

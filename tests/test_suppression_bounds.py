@@ -132,3 +132,33 @@ def test_lkc_bound_is_at_most_the_rule_and_never_grows_under_generalization(case
         assert bound <= int(stats.sizes[failing].sum()) + SLACK
         bounds.append(bound)
     assert bounds[1] <= bounds[0] + SLACK
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=lkc_tables())
+def test_lkc_bound_kept_per_subset_and_levels_equals_the_bound_computed_afresh(case):
+    """The search hands the node's levels; the figure of a QI subset at given levels is then kept
+    and reused by later nodes with those levels on the subset. It must equal the bound computed
+    from the node's classes alone, whichever node asked first."""
+    codes, hist, maps, model = case
+    coarse_codes = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+    merged, inverse = np.unique(coarse_codes, axis=0, return_inverse=True)
+    coarse_hist = np.zeros((merged.shape[0], hist.shape[1]), dtype=np.int64)
+    np.add.at(coarse_hist, inverse.reshape(-1), hist)
+    n_qis = codes.shape[1]
+    # node A: every QI at level 0; node B: QI 0 generalized only (the others as in A)
+    partly = np.concatenate([coarse_codes[:, :1], codes[:, 1:]], axis=1)
+    part_codes, part_inverse = np.unique(partly, axis=0, return_inverse=True)
+    part_hist = np.zeros((part_codes.shape[0], hist.shape[1]), dtype=np.int64)
+    np.add.at(part_hist, part_inverse.reshape(-1), hist)
+    nodes = [((0,) * n_qis, codes, hist), ((1,) + (0,) * (n_qis - 1), part_codes, part_hist),
+             ((1,) * n_qis, merged, coarse_hist)]
+    context = CriterionContext(n_rows=int(hist.sum()), histograms_total={"s": hist.sum(axis=0)})
+    kept = model.criterion()
+    kept.prepare(context)
+    for order in (nodes, nodes[::-1]):
+        for levels, c, h in order:
+            afresh = model.criterion()
+            afresh.prepare(context)
+            stats = ClassStats(h.sum(axis=1), {"s": h})
+            assert abs(kept.suppression_bound(stats, c, None, levels) - afresh.suppression_bound(stats, c)) < 1e-9

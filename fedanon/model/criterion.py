@@ -90,12 +90,13 @@ class Criterion(ABC):
         return self.enforce(stats.sizes, failing)
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
-                          limit: float | None = None) -> float:
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
         """Rows that must be suppressed at this node and at each of its generalizations so that
         the kept classes satisfy the criterion; it may never increase under generalization (the
         search tags every specialization of a node whose bound exceeds the limit as failing).
         `codes`: the classes' generalized QI codes, for a criterion that `needs_codes`; `limit`:
-        the answer may be any value above it once the bound is known to exceed it."""
+        the answer may be any value above it once the bound is known to exceed it; `levels`: the
+        node's levels, which a criterion may key what it keeps between checks with."""
         return 0.0
 
     @abstractmethod

@@ -109,7 +109,9 @@ class ClassJudge:
             self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
         self.implied_k = max([c.min_class_size for c in criteria] + [1])
-        self.bounding = [c for c in criteria if c.bounds_suppression]
+        # where anonymity itself is monotone the search tags with it, and a bound would only
+        # repeat part of the check
+        self.bounding = [] if self.anonymity_monotone else [c for c in criteria if c.bounds_suppression]
         self.implied_bound = bool(self.bounding)
         # a bound is a float sum: it proves a failure only above the limit by more than rounding
         self._bound_slack = 1e-6 * max(1.0, float(context.n_rows))
@@ -151,7 +153,7 @@ class ClassJudge:
         if small <= self.suppression_limit:
             for c in self.bounding:
                 needed = max(needed, c.suppression_bound(classes.stats, classes.codes,
-                                                         self.suppression_limit + self._bound_slack))
+                                                         self.suppression_limit + self._bound_slack, levels))
                 if needed > self.suppression_limit + self._bound_slack:
                     break
         if small > self.suppression_limit or needed > self.suppression_limit + self._bound_slack:

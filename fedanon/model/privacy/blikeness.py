@@ -157,7 +157,7 @@ class BetaLikenessCriterion(Criterion):
     bounds_suppression = True
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
-                          limit: float | None = None) -> float:
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
         """Value s's excess in class E, x(s) = count(s) − a(s)·|E| with a(s) = p(s)·(1 + bound(s)),
         is additive over unions of classes, and a kept class has no positive excess. Per class,
         g(E) = max(Σ_s x(s)⁺, max_s x(s)⁺ / (1 − a(s))) is at most |E| and subadditive (a max of

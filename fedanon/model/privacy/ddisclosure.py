@@ -119,7 +119,7 @@ class DeltaDisclosureCriterion(Criterion):
     bounds_suppression = True
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
-                          limit: float | None = None) -> float:
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
         """A kept class holds value s in count(s) ∈ [b(s)·|E|, a(s)·|E|], a = p(s)·e^δ, b =
         p(s)·e^−δ. The excess count − a·|E| and the shortfall b·|E| − count are additive over
         unions of classes, so their positive parts summed over the classes can only fall under

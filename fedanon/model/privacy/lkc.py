@@ -205,6 +205,9 @@ class LKCCriterion(Criterion):
         self.needs_histogram = model.attribute
         self._chosen: np.ndarray | None = None   # codes of S (None: every code)
         self._node: tuple | None = None   # (stats, codes, radices, entries, layers) of the last check
+        # the bound's figure per (QI subset, its levels): a function of the table alone (see
+        # `suppression_bound`); one criterion judges one table
+        self._subset_lost: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
 
     def prepare(self, context: CriterionContext) -> None:
         if not self.bounds_confidence or self.model.values is None:
@@ -278,24 +281,40 @@ class LKCCriterion(Criterion):
     bounds_suppression = True
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
-                          limit: float | None = None) -> float:
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
         """On each set Q of L QIs, a projection group g of fewer than K rows loses all its rows,
         and one where value s exceeds its share, x = count(s) − C·|g| > 0, loses at least
         x / (1 − C) rows (a suppressed row lowers x by at most 1 − C). Per group that is
         subadditive over unions (a union of small groups is small or counted by x, and the
         positive part of x is subadditive), so the sum over the groups of Q, and its maximum
         over the Q, can only fall under generalization: rows every release of this node and of
-        its generalizations suppresses."""
+        its generalizations suppresses.
+
+        A subset's figure is one of the whole table projected onto its QIs at their levels
+        (every class counts, suppressed or not), so with the node's `levels` it is kept per
+        (subset, levels on it) and computed once per search: a check computes only the subsets
+        whose levels no earlier node had."""
         if codes is None or stats.sizes.shape[0] == 0:
             return 0.0
         codes = np.asarray(codes, dtype=np.int64)
         top = min(self.model.l, codes.shape[1] if codes.ndim == 2 else 0)
         if top == 0:
             return 0.0
-        layer, entries = self._layers(stats, codes)
         sizes = np.asarray(stats.sizes, dtype=np.float64)
-        counts = None if entries is None else entries[2]
-        return layer(top).lost_rows(sizes, counts, self.k, self.c, limit)
+        if levels is None:
+            layer, entries = self._layers(stats, codes)
+            counts = None if entries is None else entries[2]
+            return layer(top).lost_rows(sizes, counts, self.k, self.c, limit)
+        keys = {subset: (subset, tuple(levels[i] for i in subset))
+                for subset in itertools.combinations(range(codes.shape[1]), top)}
+        missing = [subset for subset, key in keys.items() if key not in self._subset_lost]
+        if missing:
+            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
+            layer = _Layer(codes, codes.max(axis=0) + 1, top, entries, only=missing)
+            lost = layer.lost_groups(sizes, None if entries is None else entries[2], self.k, self.c)
+            for subset, value in zip(missing, layer.lost_per_subset(lost).tolist()):
+                self._subset_lost[keys[subset]] = value
+        return max(self._subset_lost[key] for key in keys.values())
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
@@ -328,8 +347,11 @@ class _Layer:
     group so that a group's largest cell is one `maximum.reduceat`."""
 
     def __init__(self, codes: np.ndarray, radices: np.ndarray, size: int,
-                 entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None) -> None:
-        subsets = np.array(list(itertools.combinations(range(codes.shape[1]), size)), dtype=np.int64)
+                 entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None,
+                 only: list[tuple[int, ...]] | None = None) -> None:
+        """`only`: these subsets of the size instead of all of them."""
+        subsets = np.array(only if only is not None else list(itertools.combinations(range(codes.shape[1]), size)),
+                           dtype=np.int64).reshape(-1, size)
         self.width = subsets.shape[0]
         spans = np.prod(radices[subsets].astype(np.float64), axis=1)
         if float(spans.sum()) < 2.0 ** 62:
@@ -374,6 +396,23 @@ class _Layer:
                 self._cells = (cell, int(cell_keys.shape[0]), cell_group[starts], starts)
         return self._cells
 
+    def lost_groups(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
+        """Per group, the rows `lost_rows` counts for it."""
+        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+        lost = np.where(group_size < k, group_size, 0.0)
+        if counts is not None and self.entries is not None and c < 1.0:
+            cell, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
+                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
+        return lost
+
     def lost_rows(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float,
                   limit: float | None = None) -> float:
         """`LKCCriterion.suppression_bound` on this layer's subsets: per subset, the rows of its
@@ -382,7 +421,7 @@ class _Layer:
         group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
         lost = np.where(group_size < k, group_size, 0.0)
         if limit is not None:
-            small = np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
+            small = self.lost_per_subset(lost)
             if small.size and float(small.max()) > limit:
                 return float(small.max())
         if counts is not None and self.entries is not None and c < 1.0:
@@ -396,8 +435,12 @@ class _Layer:
                     largest[cell_groups] = np.maximum.reduceat(summed, starts)
                 excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
                 lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
-        per_subset = np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
+        per_subset = self.lost_per_subset(lost)
         return float(per_subset.max()) if per_subset.size else 0.0
+
+    def lost_per_subset(self, lost: np.ndarray) -> np.ndarray:
+        """Per-group figures summed per subset."""
+        return np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
 
     def _subset_of_group(self) -> np.ndarray:
         """The subset (column of `group`) each group id belongs to."""

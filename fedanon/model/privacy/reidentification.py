@@ -169,7 +169,7 @@ class AverageRiskCriterion(Criterion):
     bounds_suppression = True
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
-                          limit: float | None = None) -> float:
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
         """Suppressing r rows removes at most r classes and keeps at most all rows, so a release
         with kept classes ≤ τ · kept rows suppresses at least (classes − τ · rows) rows; the
         classes can only become fewer under generalization, the rows stay."""

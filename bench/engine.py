@@ -18,8 +18,12 @@ k-anonymity run alternately with each configuration (min of the repeats each), s
 load spike on a shared machine hits both. Further models on ADULT ("model:" in the name), each
 with its own "vs k" (k = 5 on the same QIs and limit, run alternately): enhanced and basic
 1-likeness, 1.5-disclosure, 3-sensitive 5-anonymity and (0.5, 5)-anonymity of occupation
-(8 QIs), average prosecutor risk 0.05, highest prosecutor risk 0.2 and 10-map of a population
-of 300,000 (zero-truncated Poisson estimate, α = 0.01) on 9 QIs, 0 % and 5 %.
+(8 QIs), (2,5,0.7)-LKC-privacy of occupation (8 QIs), average prosecutor risk 0.05, highest
+prosecutor risk 0.2, 10-map of a population of 300,000 (zero-truncated Poisson estimate,
+α = 0.01) and population uniqueness 0.01 (Pitman, sampling fraction 0.1) on 9 QIs; 1.5-disclosure
+of occupation with distinct-2-diversity of salary-class at once (7 QIs); k = 5 with age weighing 3
+in the metric (9 QIs); 0 % and 5 %. `--optima` prints each one's optimum with its whole
+configuration (for comparison with ARX).
 
 Reported per run: wall time of `anonymize` (with `--cpu-time` this process's CPU time
 instead, for a loaded shared machine; loading excluded, as for ARX), node
@@ -71,6 +75,7 @@ from fedanon.model.privacy.lkc import LKCPrivacy  # noqa: E402
 from fedanon.model.privacy.blikeness import BetaLikeness  # noqa: E402
 from fedanon.model.privacy.ddisclosure import DeltaDisclosure  # noqa: E402
 from fedanon.model.privacy.kmap import KMap  # noqa: E402
+from fedanon.model.privacy.popuniqueness import PopulationUniqueness  # noqa: E402
 from fedanon.model.privacy.psensitive import PSensitive  # noqa: E402
 from fedanon.model.privacy.reidentification import AverageRisk, HighestRisk  # noqa: E402
 from bench.tables import ATTRS, HIGHCARD_QIS, SENSITIVE, highcard, load_adult, resample, resample_codes  # noqa: E402
@@ -231,6 +236,7 @@ def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: Anonymizati
         "suppressed": result.suppressed_rows, "lattice": result.lattice_size,
         "transformation": [result.transformation[a] for a in config.quasi_identifiers],
         "loss": result.information_loss, "before_s": best_before, "partner_k_s": best_partner,
+        "quasi_identifiers": list(config.quasi_identifiers), "config": config.to_dict(),
     }
 
 
@@ -255,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="fresh-process variants, comma-separated, of plain,report,html (plain and report needed)")
     ap.add_argument("--fresh-before", default=None, metavar="SRC_DIR|GIT_REV",
                     help="also run an older source tree's CLI (plain and --report) in the fresh-process pass")
+    ap.add_argument("--optima", action="store_true",
+                    help="also print the optimum of each ADULT model configuration for comparison with ARX: "
+                         "the models, QIs, hierarchies, k, suppression and metric, the level of each QI, "
+                         "suppressed rows and the metric's value")
     ap.add_argument("--rows", type=int, default=None, help="resample the high-cardinality table to N rows")
     ap.add_argument("--income-levels", type=int, choices=(4, 5), default=5,
                     help="levels of the high-cardinality table's income hierarchy (4: the table before 5 was added)")
@@ -295,10 +305,21 @@ def main(argv: list[str] | None = None) -> int:
                 ("(2,5,0.7)-LKC", qis8, 1, LKCPrivacy(2, 5, 0.7, "occupation")),
                 ("avg-risk 0.05", ATTRS, 1, AverageRisk(0.05)),
                 ("highest-risk 0.2", ATTRS, 1, HighestRisk(0.2)),
-                ("10-map N=300k (zero-truncated)", ATTRS, 1, KMap(10, 300_000, "zero-truncated", 0.01))):
+                ("10-map N=300k (zero-truncated)", ATTRS, 1, KMap(10, 300_000, "zero-truncated", 0.01)),
+                ("pop-uniqueness 0.01 π=0.1 (pitman)", ATTRS, 1, PopulationUniqueness(0.01, 0.1, "pitman"))):
             name = f"adult model: {label} s={s:.0%}"
             plan.append((name, "adult", AnonymizationConfig(qis, k=k, suppression=s, models=[model])))
             versus_k.add(name)
+        # two sensitive attributes at once (occupation and salary-class, 7 QIs), each with its own
+        # model; attribute weights (age weighing 3) with k = 5 and the default metric
+        qis7 = [a for a in ATTRS if a not in ("occupation", "salary-class")]
+        name = f"adult model: 2 sensitive (1.5-disclosure occupation, distinct-2 salary-class) s={s:.0%}"
+        plan.append((name, "adult", AnonymizationConfig(qis7, k=1, suppression=s, models=[
+            DeltaDisclosure(1.5, "occupation"), LDiversity("distinct", 2, "salary-class")])))
+        versus_k.add(name)
+        name = f"adult model: k=5 weights age=3 s={s:.0%}"
+        plan.append((name, "adult", AnonymizationConfig(ATTRS, k=5, suppression=s, weights={"age": 3.0})))
+        versus_k.add(name)
     # δ-presence as in the dissertation's evaluation: random 10 % research subset, (0, 0.2), with k=5
     subset = np.random.default_rng(7).random(table.n_rows) < 0.10
     if not args.quick:
@@ -424,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"{r['name']}: exhaustive search of all {r['lattice']} nodes {r['exhaustive_s']:.3f} s, "
                               f"Flash {r['time_s']:.3f} s ({r['checks']} checks); same optimum: {same} "
                               "(engine.exhaustive shares the checks and metrics; it tests the pruning only)")
+    if args.optima:
+        print_optima([r for r in results if r["name"].startswith("adult model:")])
     console.print(f"reference: exhaustive search of all {small_res.lattice_size} nodes (ADULT, QIs {', '.join(ATTRS[:7])}, "
                   f"k=5, 5 %) {exhaustive_s:.3f} s; Flash on the same config {flash_small_s:.3f} s "
                   f"({small_res.checks} checks) = {exhaustive_s / flash_small_s:.1f}x faster, same optimum "
@@ -443,6 +466,21 @@ def main(argv: list[str] | None = None) -> int:
                                                "income_levels": args.income_levels,
                                                "results": results}, indent=2) + "\n")
     return 0
+
+
+def print_optima(results: list[dict]) -> None:
+    """Each configuration's optimum with all a reader needs to run it in ARX: the models (as the
+    config's JSON form), the QIs in order with their hierarchy files, k, the suppression limit,
+    the metric, then the level of each QI, the suppressed rows and the loss."""
+    hierarchies = "fedanon/data/adult/adult_hierarchy_<QI>.csv"
+    print(f"optima on ADULT (fedanon/data/adult/adult.csv, 30,162 rows; hierarchies {hierarchies})")
+    for r in results:
+        cfg = r["config"]
+        models = {k: v for k, v in cfg.items() if k not in ("quasi_identifiers", "k", "suppression", "metric")}
+        levels = ", ".join(f"{q}={lvl}" for q, lvl in zip(r["quasi_identifiers"], r["transformation"]))
+        print(f"- {r['name']}: k={cfg.get('k', 1)}, suppression={cfg.get('suppression', 0.0):g}, "
+              f"metric={cfg.get('metric')}, models={json.dumps(models, sort_keys=True)}\n"
+              f"  levels: {levels}; suppressed rows: {r['suppressed']}; loss: {r['loss']:.2f}")
 
 
 def fresh_cells(r: dict, cpu_time: bool) -> list[str]:

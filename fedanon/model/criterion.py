@@ -64,6 +64,11 @@ class Criterion(ABC):
     # `enforce_classes`. A checker that never sees class codes (Protocol C's key holder) cannot
     # judge it; that protocol refuses such a model before data moves.
     needs_codes: bool = False
+    # Implements `suppression_bound`: a lower bound on the rows that every release of a node,
+    # and of every generalization of it, must suppress for this criterion (a monotone necessary
+    # condition, like the implied class size, that the search tags with where the criterion is
+    # not monotone with suppression).
+    bounds_suppression: bool = False
 
     def prepare(self, context: CriterionContext) -> None:
         """Receive global information once before the search starts."""
@@ -83,6 +88,16 @@ class Criterion(ABC):
         answer may stop short once the classes it names hold more than `limit` rows (the node
         then fails in any case); None asks for the exact set."""
         return self.enforce(stats.sizes, failing)
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
+        """Rows that must be suppressed at this node and at each of its generalizations so that
+        the kept classes satisfy the criterion; it may never increase under generalization (the
+        search tags every specialization of a node whose bound exceeds the limit as failing).
+        `codes`: the classes' generalized QI codes, for a criterion that `needs_codes`; `limit`:
+        the answer may be any value above it once the bound is known to exceed it; `levels`: the
+        node's levels, which a criterion may key what it keeps between checks with."""
+        return 0.0
 
     @abstractmethod
     def classes_ok(self, stats: ClassStats) -> np.ndarray:

@@ -60,6 +60,9 @@ class Checker(ABC):
     #: class size every criterion implies (1 = none); "at most `suppression_limit` rows in
     #: smaller classes" is then a monotone necessary condition the search can tag with
     implied_k: int = 1
+    #: some criterion bounds the rows it must suppress (`Criterion.suppression_bound`); "at most
+    #: `suppression_limit` rows by every bound" is then part of the monotone necessary condition
+    implied_bound: bool = False
     #: nodes evaluated so far
     checks: int = 0
     #: of those, grouped by roll-up from a more specific node
@@ -106,6 +109,12 @@ class ClassJudge:
             self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
         self.implied_k = max([c.min_class_size for c in criteria] + [1])
+        # where anonymity itself is monotone the search tags with it, and a bound would only
+        # repeat part of the check
+        self.bounding = [] if self.anonymity_monotone else [c for c in criteria if c.bounds_suppression]
+        self.implied_bound = bool(self.bounding)
+        # a bound is a float sum: it proves a failure only above the limit by more than rounding
+        self._bound_slack = 1e-6 * max(1.0, float(context.n_rows))
 
     def failing_classes(self, stats: ClassStats, codes: np.ndarray | None = None,
                         limit: int | None = None) -> np.ndarray:
@@ -140,10 +149,21 @@ class ClassJudge:
         if self.implied_k > 1:
             below = sizes < self.implied_k
             small = int(np.dot(sizes, below))  # rows in classes below the implied size (one call, no gather)
-        if small > self.suppression_limit:
+        needed = float(small)
+        if small <= self.suppression_limit:
+            for c in self.bounding:
+                needed = max(needed, c.suppression_bound(classes.stats, classes.codes,
+                                                         self.suppression_limit + self._bound_slack, levels))
+                if needed > self.suppression_limit + self._bound_slack:
+                    break
+        if small > self.suppression_limit or needed > self.suppression_limit + self._bound_slack:
             # every model rejects the classes below the implied size, and they alone hold more
-            # rows than may be suppressed: not anonymous whatever the models say about the
-            # others, so they are not asked (ℓ/t on a large sensitive domain: most of a check)
+            # rows than may be suppressed (or a model's own bound on the rows it must suppress
+            # exceeds the limit): not anonymous whatever the models say about the others, so
+            # they are not asked (ℓ/t on a large sensitive domain: most of a check)
+            if below is None:
+                below = np.zeros(sizes.shape[0], dtype=bool)
+            small = max(small, min(int(math.ceil(needed - self._bound_slack)), int(sizes.sum())))
             return NodeEvaluation(
                 implied_k_ok=False, anonymous=False, anonymous_strict=False, suppressed_rows=small,
                 classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
@@ -184,6 +204,7 @@ class LocalChecker(Checker):
         self.anonymity_monotone = self.class_judge.anonymity_monotone
         self.metric_monotone = self.class_judge.metric_monotone
         self.implied_k = self.class_judge.implied_k
+        self.implied_bound = self.class_judge.implied_bound
         self.checks = 0
 
     @property

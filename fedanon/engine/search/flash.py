@@ -84,7 +84,7 @@ class FlashSearch:
         #              generalizations are in
         if checker.anonymity_monotone:
             self.mode = "full"
-        elif getattr(checker, "implied_k", 1) > 1:
+        elif getattr(checker, "implied_k", 1) > 1 or getattr(checker, "implied_bound", False):
             self.mode = "implied"
         elif checker.strict_monotone:
             self.mode = "strict"

@@ -154,6 +154,39 @@ class BetaLikenessCriterion(Criterion):
                 return m
         return max(1, n_rows)
 
+    bounds_suppression = True
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
+        """Value s's excess in class E, x(s) = count(s) − a(s)·|E| with a(s) = p(s)·(1 + bound(s)),
+        is additive over unions of classes, and a kept class has no positive excess. Per class,
+        g(E) = max(Σ_s x(s)⁺, max_s x(s)⁺ / (1 − a(s))) is at most |E| and subadditive (a max of
+        sums of positive parts), so Σ_E g(E) can only fall under generalization, and the
+        suppressed classes must carry all of it: every release of this node or of a
+        generalization suppresses at least that many rows. A class smaller than the smallest
+        feasible size counts with all its rows (|E| ≥ g(E), and a union is either small too or
+        counted by g, so the sum stays subadditive)."""
+        if self._p is None or self._bound is None:
+            raise RuntimeError("prepare() must run before the check")
+        allowance = self._p * (1.0 + self._bound + 2 * EPS)
+        spread = np.where(allowance < 1.0, 1.0 / np.maximum(1.0 - allowance, EPS), 0.0)
+        sizes = np.asarray(stats.sizes, dtype=np.float64)
+        hist = stats.histograms[self.model.attribute]
+        if isinstance(hist, SparseHistogram):
+            if hist.saturated is not None:
+                return 0.0
+            excess = np.maximum(np.asarray(hist.count, dtype=np.float64) - allowance[hist.value] * sizes[hist.cls], 0.0)
+            total = np.bincount(hist.cls, weights=excess, minlength=sizes.shape[0])
+            single = np.zeros(sizes.shape[0], dtype=np.float64)
+            np.maximum.at(single, hist.cls, excess * spread[hist.value])
+        else:
+            excess = np.maximum(np.asarray(hist, dtype=np.float64) - sizes[:, None] * allowance[None, :], 0.0)
+            total = excess.sum(axis=1)
+            single = (excess * spread[None, :]).max(axis=1) if excess.shape[1] else np.zeros(sizes.shape[0])
+        carried = np.maximum(total, single)
+        small = sizes < self.min_class_size
+        return float(carried[~small].sum() + sizes[small].sum())
+
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
         if self._p is None or self._bound is None:
             raise RuntimeError("prepare() must run before the check")

@@ -116,6 +116,45 @@ class DeltaDisclosureCriterion(Criterion):
         # a class must hold every value of the table
         self.min_class_size = int(self._present.sum())
 
+    bounds_suppression = True
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
+        """A kept class holds value s in count(s) ∈ [b(s)·|E|, a(s)·|E|], a = p(s)·e^δ, b =
+        p(s)·e^−δ. The excess count − a·|E| and the shortfall b·|E| − count are additive over
+        unions of classes, so their positive parts summed over the classes can only fall under
+        generalization, and the suppressed classes must carry all of them; a class carries at
+        most (1 − a)·|E| of the excess and b·|E| of the shortfall. The larger quotient is a
+        number of rows every release of this node and of its generalizations suppresses."""
+        if self._log_table is None or self._present is None:
+            raise RuntimeError("prepare() must run before the check")
+        share = np.exp(self._log_table[self._present])
+        above = share * math.exp(self.delta + 2 * EPS)
+        below = share * math.exp(-self.delta - 2 * EPS)
+        sizes = np.asarray(stats.sizes, dtype=np.float64)
+        hist = stats.histograms[self.model.attribute]
+        if isinstance(hist, SparseHistogram):
+            if hist.saturated is not None:
+                return 0.0
+            index = np.cumsum(self._present) - 1   # code -> position among the present values
+            keep = self._present[hist.value]
+            value = index[hist.value[keep]]
+            count = np.asarray(hist.count, dtype=np.float64)[keep]
+            size = sizes[hist.cls[keep]]
+            excess = np.bincount(value, weights=np.maximum(count - above[value] * size, 0.0), minlength=share.shape[0])
+            # Σ max(0, b|E| − count) = b·(rows) − Σ over the entries min(count, b|E|)
+            held = np.bincount(value, weights=np.minimum(count, below[value] * size), minlength=share.shape[0])
+            shortfall = below * float(sizes.sum()) - held
+        else:
+            counts = np.asarray(hist, dtype=np.float64)[:, self._present]
+            excess = np.maximum(counts - sizes[:, None] * above[None, :], 0.0).sum(axis=0)
+            shortfall = np.maximum(sizes[:, None] * below[None, :] - counts, 0.0).sum(axis=0)
+        need = float(np.max(np.maximum(shortfall, 0.0) / below))
+        capped = above < 1.0
+        if capped.any():
+            need = max(need, float(np.max(excess[capped] / (1.0 - above[capped]))))
+        return need
+
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
         if self._log_table is None or self._present is None:
             raise RuntimeError("prepare() must run before the check")

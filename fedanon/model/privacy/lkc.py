@@ -53,7 +53,7 @@ import math
 import numbers
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -204,6 +204,10 @@ class LKCCriterion(Criterion):
         # report then wants each released row's class, which only a histogram-keeping grouping keeps
         self.needs_histogram = model.attribute
         self._chosen: np.ndarray | None = None   # codes of S (None: every code)
+        self._node: tuple | None = None   # (stats, codes, radices, entries, layers) of the last check
+        # the bound's figure per (QI subset, its levels): a function of the table alone (see
+        # `suppression_bound`); one criterion judges one table
+        self._subset_lost: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
 
     def prepare(self, context: CriterionContext) -> None:
         if not self.bounds_confidence or self.model.values is None:
@@ -221,10 +225,15 @@ class LKCCriterion(Criterion):
                         limit: int | None = None) -> np.ndarray:
         """Suppress every class of a failing projection group, on the kept classes, until none fails.
 
-        Each QI subset's grouping of the classes (and, for C, of their sensitive entries into
-        (group, value) cells) is computed once; a round re-sums sizes and counts over the kept
-        classes with `bincount`. K is checked on the subsets of exactly L QIs only: a group on
-        fewer QIs is a union of groups on L of them, so it has at least K rows when they do."""
+        The QI subsets of one size are judged together: each class's projection key on every
+        subset is one column of a (classes x subsets) key matrix, offset so that the subsets'
+        groups never share an id, so one `bincount` sums the group sizes of all subsets (and,
+        for C, one more the (group, value) cells); the keys are built once per check and a
+        round re-sums over the kept classes. K is checked on the subsets of exactly L QIs only:
+        a group on fewer QIs is a union of groups on L of them, so it has at least K rows when
+        they do. The same holds for C (a value's share in a union is at most its largest share
+        in the parts), so the smaller subsets are grouped only in a round where some group on L
+        QIs fails -- then the rule suppresses the classes of their failing groups too."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
@@ -234,45 +243,78 @@ class LKCCriterion(Criterion):
             return ~kept   # the other criteria failed the node already
         n_qis = codes.shape[1] if codes.ndim == 2 else 0
         top = min(self.model.l, n_qis)
-        entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-        subsets = [s for size in range(1 if self.bounds_confidence else top, top + 1)
-                   for s in itertools.combinations(range(n_qis), size)]
-        plans: list[tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]] = []
+        if top == 0 or codes.shape[0] == 0:
+            return ~kept
+        layer, entries = self._layers(stats, codes)
+        assert self._node is not None
+        for built in self._node[4].values():
+            built.reset()   # the sums of an earlier call on this node were over another kept set
+        counts = None if entries is None else entries[2]
         while kept.any():
-            weight = np.where(kept, sizes, 0.0)
-            counts = None if entries is None else entries[2] * kept[entries[0]]
-            bad = np.zeros(kept.shape[0], dtype=bool)
-            for i, subset in enumerate(subsets):
-                if i == len(plans):   # the first round groups each subset when it comes to it
-                    plans.append(self._plan(codes, subset, subset_size_is_l=len(subset) == top, entries=entries))
-                group, n_groups, check_k, cells = plans[i]
-                group_size = np.bincount(group, weights=weight, minlength=n_groups)
-                wrong = group_size < self.k if check_k else np.zeros(n_groups, dtype=bool)
-                if cells is not None:
-                    cell, cell_group = cells
-                    largest = np.zeros(n_groups, dtype=np.float64)
-                    np.maximum.at(largest, cell_group, np.bincount(cell, weights=counts, minlength=cell_group.size))
-                    wrong |= largest > (self.c + EPS) * group_size
-                bad |= wrong[group] & kept
-                if limit is not None and bad.any() and float(sizes[~kept | bad].sum()) > limit:
-                    return ~kept | bad   # the node fails whatever the other subsets and rounds add
+            bad = layer(top).failing(kept, sizes, counts, self.k, self.c, limit)
+            for size in (range(1, top) if self.bounds_confidence and bad.any() else ()):
+                if limit is not None and float(sizes[~kept | bad].sum()) > limit:
+                    break
+                bad |= layer(size).failing(kept, sizes, counts, None, self.c)
             if not bad.any():
                 break
+            if limit is not None and float(sizes[~kept | bad].sum()) > limit:
+                return ~kept | bad   # the node fails whatever the later rounds add
             kept &= ~bad
         return ~kept
 
-    @staticmethod
-    def _plan(codes: np.ndarray, subset: tuple[int, ...], subset_size_is_l: bool,
-              entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None
-              ) -> tuple[np.ndarray, int, bool, tuple[np.ndarray, np.ndarray] | None]:
-        """One QI subset's projection groups of the classes (and their (group, value) cells)."""
-        group, n_groups = _groups(codes[:, list(subset)])
-        cells = None
-        if entries is not None:
-            cls, value, _, domain = entries
-            cell, cell_keys = _compact(group[cls] * np.int64(domain) + value)
-            cells = (cell, cell_keys // domain)
-        return group, n_groups, subset_size_is_l, cells
+    def _layers(self, stats: ClassStats, codes: np.ndarray
+                ) -> tuple[Callable[[int], "_Layer"], tuple[np.ndarray, np.ndarray, np.ndarray, int] | None]:
+        """The node's projection layers, built on first use, and its histogram entries; kept for
+        the last class table asked (the bound and the rule of one check share them)."""
+        if self._node is None or self._node[0] is not stats:
+            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
+            self._node = (stats, codes, codes.max(axis=0) + 1, entries, {})
+        _, node_codes, radices, entries, layers = self._node
+
+        def layer(size: int) -> "_Layer":
+            if size not in layers:
+                layers[size] = _Layer(node_codes, radices, size, entries)
+            return layers[size]
+        return layer, entries
+
+    bounds_suppression = True
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
+        """On each set Q of L QIs, a projection group g of fewer than K rows loses all its rows,
+        and one where value s exceeds its share, x = count(s) − C·|g| > 0, loses at least
+        x / (1 − C) rows (a suppressed row lowers x by at most 1 − C). Per group that is
+        subadditive over unions (a union of small groups is small or counted by x, and the
+        positive part of x is subadditive), so the sum over the groups of Q, and its maximum
+        over the Q, can only fall under generalization: rows every release of this node and of
+        its generalizations suppresses.
+
+        A subset's figure is one of the whole table projected onto its QIs at their levels
+        (every class counts, suppressed or not), so with the node's `levels` it is kept per
+        (subset, levels on it) and computed once per search: a check computes only the subsets
+        whose levels no earlier node had."""
+        if codes is None or stats.sizes.shape[0] == 0:
+            return 0.0
+        codes = np.asarray(codes, dtype=np.int64)
+        top = min(self.model.l, codes.shape[1] if codes.ndim == 2 else 0)
+        if top == 0:
+            return 0.0
+        sizes = np.asarray(stats.sizes, dtype=np.float64)
+        if levels is None:
+            layer, entries = self._layers(stats, codes)
+            counts = None if entries is None else entries[2]
+            return layer(top).lost_rows(sizes, counts, self.k, self.c, limit)
+        keys = {subset: (subset, tuple(levels[i] for i in subset))
+                for subset in itertools.combinations(range(codes.shape[1]), top)}
+        missing = [subset for subset, key in keys.items() if key not in self._subset_lost]
+        if missing:
+            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
+            layer = _Layer(codes, codes.max(axis=0) + 1, top, entries, only=missing)
+            lost = layer.lost_groups(sizes, None if entries is None else entries[2], self.k, self.c)
+            for subset, value in zip(missing, layer.lost_per_subset(lost).tolist()):
+                self._subset_lost[keys[subset]] = value
+        return max(self._subset_lost[key] for key in keys.values())
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
@@ -295,6 +337,177 @@ class LKCCriterion(Criterion):
 
     def describe(self) -> str:
         return self.model.describe()
+
+
+class _Layer:
+    """The projection groups of a node's classes on every QI subset of one size, side by side.
+
+    `group[c, j]`: the id of class c's group on subset j, ids unique over all subsets of the
+    size; with C, the (group, value) cells of the histogram entries in the same way, sorted by
+    group so that a group's largest cell is one `maximum.reduceat`."""
+
+    def __init__(self, codes: np.ndarray, radices: np.ndarray, size: int,
+                 entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None,
+                 only: list[tuple[int, ...]] | None = None) -> None:
+        """`only`: these subsets of the size instead of all of them."""
+        subsets = np.array(only if only is not None else list(itertools.combinations(range(codes.shape[1]), size)),
+                           dtype=np.int64).reshape(-1, size)
+        self.width = subsets.shape[0]
+        spans = np.prod(radices[subsets].astype(np.float64), axis=1)
+        if float(spans.sum()) < 2.0 ** 62:
+            span = np.prod(radices[subsets], axis=1)
+            key = codes[:, subsets[:, 0]].copy()
+            for p in range(1, size):
+                key *= radices[subsets[:, p]]
+                key += codes[:, subsets[:, p]]
+            key += np.concatenate(([0], np.cumsum(span)[:-1]))
+            group, present = _compact(key.ravel())
+            self.group, self.n_groups = group.reshape(key.shape), int(present.shape[0])
+        else:   # too many value combinations for one key space: each subset on its own
+            columns, offset = [], 0
+            for subset in subsets:
+                g, n = _groups(codes[:, subset])
+                columns.append(g + offset)
+                offset += n
+            self.group, self.n_groups = np.stack(columns, axis=1), offset
+        self.entries = entries
+        self._owner: np.ndarray | None = None
+        # the sums over the kept classes of the last `failing` (see `_sync`), and that kept set
+        self._kept: np.ndarray | None = None
+        self._group_size = np.zeros(0)
+        self._summed: np.ndarray | None = None
+        self._cells: tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None] | None = None
+
+    def cells(self) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None]:
+        """(cell of each (entry, subset), cells, the group of each run of cells and where the runs
+        start); built when C is first judged (a node whose K check fails too many rows never
+        needs them). Where every (group, value) pair fits a table no larger than a few times the
+        cells, the cell is group x values + value itself (no runs: a reshape finds the largest)."""
+        if self._cells is None:
+            assert self.entries is not None
+            cls, value, _, domain = self.entries
+            keys = (self.group[cls] * np.int64(domain) + value[:, None]).ravel()
+            if self.n_groups * domain <= 8 * keys.size + 4096:
+                self._cells = (keys, self.n_groups * domain, None, None)
+            else:
+                cell, cell_keys = _compact(keys)
+                cell_group = cell_keys // domain
+                starts = np.flatnonzero(np.concatenate(([True], cell_group[1:] != cell_group[:-1])))
+                self._cells = (cell, int(cell_keys.shape[0]), cell_group[starts], starts)
+        return self._cells
+
+    def lost_groups(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
+        """Per group, the rows `lost_rows` counts for it."""
+        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+        lost = np.where(group_size < k, group_size, 0.0)
+        if counts is not None and self.entries is not None and c < 1.0:
+            cell, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
+                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
+        return lost
+
+    def lost_rows(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float,
+                  limit: float | None = None) -> float:
+        """`LKCCriterion.suppression_bound` on this layer's subsets: per subset, the rows of its
+        groups below `k` plus each other group's largest excess over share `c` divided by 1 − c;
+        the largest subset's sum (the groups below `k` alone where they exceed `limit`)."""
+        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+        lost = np.where(group_size < k, group_size, 0.0)
+        if limit is not None:
+            small = self.lost_per_subset(lost)
+            if small.size and float(small.max()) > limit:
+                return float(small.max())
+        if counts is not None and self.entries is not None and c < 1.0:
+            cell, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
+                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
+        per_subset = self.lost_per_subset(lost)
+        return float(per_subset.max()) if per_subset.size else 0.0
+
+    def lost_per_subset(self, lost: np.ndarray) -> np.ndarray:
+        """Per-group figures summed per subset."""
+        return np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
+
+    def _subset_of_group(self) -> np.ndarray:
+        """The subset (column of `group`) each group id belongs to."""
+        if self._owner is None:
+            owner = np.zeros(self.n_groups, dtype=np.int64)
+            owner[self.group.ravel()] = np.tile(np.arange(self.width, dtype=np.int64), self.group.shape[0])
+            self._owner = owner
+        return self._owner
+
+    def reset(self) -> None:
+        """Forget the sums over the kept classes (a new call starts from its own kept set)."""
+        self._kept, self._summed = None, None
+
+    def _sync(self, kept: np.ndarray, sizes: np.ndarray, counts: np.ndarray | None, with_cells: bool) -> None:
+        """Group sizes (and, `with_cells`, cell sums) over the kept classes: summed once, then
+        the classes suppressed since are subtracted (a round suppresses few; the sums are of
+        whole numbers, so subtracting is exact)."""
+        if self._kept is None:
+            self._group_size = np.bincount(self.group.ravel(), weights=np.repeat(np.where(kept, sizes, 0.0), self.width),
+                                           minlength=self.n_groups)
+        else:
+            gone = np.flatnonzero(self._kept & ~kept)
+            if gone.size:
+                self._group_size -= np.bincount(self.group[gone].ravel(), weights=np.repeat(sizes[gone], self.width),
+                                                minlength=self.n_groups)
+                if self._summed is not None:
+                    cell = self.cells()[0].reshape(-1, self.width)
+                    assert self.entries is not None and counts is not None
+                    lost = np.flatnonzero(~kept[self.entries[0]] & self._kept[self.entries[0]])
+                    self._summed -= np.bincount(cell[lost].ravel(), weights=np.repeat(counts[lost], self.width),
+                                                minlength=self.cells()[1])
+        if with_cells and self._summed is None and counts is not None:
+            assert self.entries is not None
+            cell, n_cells, _, _ = self.cells()
+            self._summed = np.bincount(cell, weights=np.repeat(counts * kept[self.entries[0]], self.width),
+                                       minlength=n_cells)
+        self._kept = kept.copy()
+
+    def failing(self, kept: np.ndarray, sizes: np.ndarray, counts: np.ndarray | None,
+                k: int | None, c: float, limit: int | None = None) -> np.ndarray:
+        """The kept classes in some group with fewer than `k` rows (None: K not judged on this
+        size) or, with `counts` (the histogram entries' counts), a value's share above `c`.
+        With `limit`, the classes K fails alone are returned where they (with the classes not
+        kept) hold more than `limit` rows (the node fails in any case)."""
+        self._sync(kept, sizes, counts, with_cells=False)
+        group_size = self._group_size
+        if k is not None:
+            wrong = group_size < k
+            if limit is not None:
+                bad = (wrong[self.group] & kept[:, None]).any(axis=1)
+                if float(sizes[~kept | bad].sum()) > limit:
+                    return bad
+        else:
+            wrong = np.zeros(self.n_groups, dtype=bool)
+        if counts is not None and self.entries is not None:
+            _, n_cells, cell_groups, starts = self.cells()
+            if n_cells:
+                self._sync(kept, sizes, counts, with_cells=True)
+                summed = self._summed
+                assert summed is not None
+                if starts is None:
+                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
+                else:
+                    largest = np.zeros(self.n_groups, dtype=np.float64)
+                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
+                wrong |= largest > (c + EPS) * group_size
+        return (wrong[self.group] & kept[:, None]).any(axis=1)
 
 
 def _groups(columns: np.ndarray) -> tuple[np.ndarray, int]:

@@ -166,6 +166,16 @@ class AverageRiskCriterion(Criterion):
         self.model = model
         self.threshold = float(model.threshold)
 
+    bounds_suppression = True
+
+    def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,
+                          limit: float | None = None, levels: tuple[int, ...] | None = None) -> float:
+        """Suppressing r rows removes at most r classes and keeps at most all rows, so a release
+        with kept classes ≤ τ · kept rows suppresses at least (classes − τ · rows) rows; the
+        classes can only become fewer under generalization, the rows stay."""
+        sizes = np.asarray(stats.sizes)
+        return float(np.count_nonzero(sizes > 0)) - (self.threshold + EPS) * float(sizes.sum())
+
     def classes_ok(self, stats: ClassStats) -> np.ndarray:
         return np.ones(np.asarray(stats.sizes).shape[0], dtype=bool)
 

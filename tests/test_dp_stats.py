@@ -14,7 +14,8 @@ import pytest
 
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.dp.marginals import MarginalSpec, contingency, release_statistics
+from fedanon.dp.marginals import MarginalSpec, contingency
+from fedanon.dp.statistics import release_statistics
 from fedanon.dp.randomness import Randomness
 from fedanon.errors import InputError
 

@@ -18,7 +18,8 @@ from fedanon.crypto.paillier import PaillierPrivateKey
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.registry import read_table
 from fedanon.data.table import EncodedTable
-from fedanon.dp.marginals import MarginalSpec, contingency, release_statistics
+from fedanon.dp.marginals import MarginalSpec, contingency
+from fedanon.dp.statistics import release_statistics
 from fedanon.dp.randomness import SeededRandomness
 from fedanon.dp.shares import noise_shares, share_generator
 from fedanon.dp.statistics import StatisticsRequest

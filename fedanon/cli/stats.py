@@ -18,7 +18,8 @@ from fedanon.cli.kit.runconfig import parse_qi
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.delimited import check_encoding, parse_delimiter, same_file
 from fedanon.data.io.registry import read_table
-from fedanon.dp.marginals import MarginalSpec, release_statistics
+from fedanon.dp.marginals import MarginalSpec
+from fedanon.dp.statistics import release_statistics
 from fedanon.dp.randomness import randomness
 from fedanon.errors import InputError
 from fedanon.kit.atomicfile import write_text_atomic

@@ -17,14 +17,11 @@ budget, but it biases sums, so it is left to the reader.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.dp.accounting import Ledger
-from fedanon.dp.randomness import Randomness
 from fedanon.errors import InputError
 
 #: cells one marginal may have (noise is drawn for every cell)
@@ -92,33 +89,3 @@ def contingency(table: EncodedTable, hierarchies: dict[str, Hierarchy],
                          "choose coarser levels or fewer attributes")
     counts = np.bincount(keys, minlength=cells).reshape(sizes)
     return domains, counts
-
-
-def release_statistics(table: EncodedTable, hierarchies: dict[str, Hierarchy], specs: list[MarginalSpec],
-                       epsilon: float, rng: Randomness, *, total: bool = True) -> dict[str, Any]:
-    """Noisy total count and marginals, ε split evenly over them; the ledger says how."""
-    queries = len(specs) + (1 if total else 0)
-    if queries == 0:
-        raise InputError("nothing to release: give --marginal ATTR[:LEVEL],... (or leave --no-total out)")
-    share = epsilon / queries
-    scale = 1.0 / share
-    ledger = Ledger()
-    mechanism = "discrete Laplace (OpenDP, exact)" if not rng.seeded else "discrete Laplace (seeded, tests only)"
-    out: dict[str, Any] = {"epsilon": epsilon, "delta": 0.0, "mechanism": mechanism, "randomness": rng.name,
-                           "seeded": rng.seeded, "sensitivity": "each row changes one cell of each table by 1"}
-    if total:
-        noisy = int(table.n_rows + rng.discrete_laplace(1, scale)[0])
-        ledger.spend("total row count", mechanism, share, scale=scale)
-        out["total"] = {"count": noisy, "epsilon": share, "scale": scale}
-    marginals = []
-    for spec in specs:
-        domains, counts = contingency(table, hierarchies, spec)
-        noisy = counts.reshape(-1) + rng.discrete_laplace(counts.size, scale)
-        ledger.spend(f"marginal {spec.describe()}", mechanism, share, scale=scale, cells=int(counts.size))
-        cells = [[*(d[i].decode("utf-8", "backslashreplace") for d, i in zip(domains, index)), int(c)]
-                 for index, c in zip(np.ndindex(*counts.shape), noisy.tolist())]
-        marginals.append({"attributes": list(spec.attributes), "levels": list(spec.levels),
-                          "epsilon": share, "scale": scale, "cells": cells})
-    out["marginals"] = marginals
-    out["budget"] = ledger.to_dict()
-    return out

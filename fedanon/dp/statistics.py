@@ -1,6 +1,6 @@
 """A statistics release as a request and as the JSON that reports it, wherever the counts come from.
 
-`fedanon stats` counts one local table (`marginals.release_statistics`); the protocols count a
+`fedanon stats` counts one local table (`release_statistics`); the protocols count a
 table no party holds (`fedanon.protocols.stats`). Both release the same queries -- the total
 row count and marginals over hierarchy levels -- with the same budget split and write the same
 JSON, so that a reader (and a test) can compare a distributed release with a local one. This
@@ -18,7 +18,9 @@ import numpy as np
 
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.dp.accounting import Ledger
-from fedanon.dp.marginals import MAX_CELLS, MarginalSpec, level_domain
+from fedanon.data.table import EncodedTable
+from fedanon.dp.marginals import MAX_CELLS, MarginalSpec, contingency, level_domain
+from fedanon.dp.randomness import Randomness
 from fedanon.errors import InputError
 
 SENSITIVITY = "each row changes one cell of each table by 1"
@@ -132,3 +134,23 @@ def assemble(request: StatisticsRequest, marginal_domains: list[list[list[bytes]
     out["marginals"] = marginals
     out["budget"] = ledger.to_dict()
     return out
+
+
+def release_statistics(table: EncodedTable, hierarchies: dict[str, Hierarchy], specs: list[MarginalSpec],
+                       epsilon: float, rng: Randomness, *, total: bool = True) -> dict[str, Any]:
+    """Noisy total count and marginals of one local table, ε split evenly over them; the
+    ledger says how. The noise is drawn in the order the JSON lists the queries (total first),
+    which is the order a protocol's noisy vectors take too."""
+    if not specs and not total:
+        raise InputError("nothing to release: give --marginal ATTR[:LEVEL],... (or leave --no-total out)")
+    request = StatisticsRequest(epsilon, tuple(specs), total)
+    mechanism = "discrete Laplace (OpenDP, exact)" if not rng.seeded else "discrete Laplace (seeded, tests only)"
+    noisy: list[np.ndarray] = []
+    if total:
+        noisy.append(np.array([table.n_rows + rng.discrete_laplace(1, request.scale)[0]], dtype=np.int64))
+    marginal_domains = []
+    for spec in specs:
+        doms, counts = contingency(table, hierarchies, spec)
+        marginal_domains.append(doms)
+        noisy.append(counts.reshape(-1) + rng.discrete_laplace(counts.size, request.scale))
+    return assemble(request, marginal_domains, noisy, mechanism, rng.name, rng.seeded)

@@ -102,6 +102,11 @@ class CounterPublicKey(ABC):
         return self.sum_by_class(loaded, ids, 2)
 
     @abstractmethod
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        """Each sum of `sums` (from `sum_by_class`) as one ciphertext's bytes, the form
+        `encrypt_values` gives: to `load` together with other ciphertexts."""
+
+    @abstractmethod
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         """The message with `sums` (in `order`, e.g. a random permutation); `upper_bounds[j]`
         bounds sum j (rows summed into it, pseudotuples included)."""
@@ -200,6 +205,10 @@ class PaillierCounterPublicKey(CounterPublicKey):
         values = loaded  # a list of sums, or the bottom's SharedPaillierRows (indexable)
         return paillier.class_products(((values[int(r)], 0) for r in rows), 1, self.key.nsquare)  # type: ignore[index]
 
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        w = self.key.ciphertext_bytes
+        return [int(c).to_bytes(w, "big") for c in sums]  # type: ignore[attr-defined]
+
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         values: list = list(sums)  # type: ignore[call-overload]
         bounds = list(upper_bounds)
@@ -290,6 +299,9 @@ class ElGamalCounterPublicKey(CounterPublicKey):
 
     def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
         return loaded.subset_sum(rows)  # type: ignore[attr-defined]
+
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        return sums.blobs() if isinstance(sums, elgamal.CiphertextVector) else list(sums)  # type: ignore[call-overload]
 
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         vector = sums if isinstance(sums, elgamal.CiphertextVector) else elgamal.CiphertextVector(list(sums))  # type: ignore[call-overload]

@@ -33,14 +33,16 @@ reaching the key holder and without a count reaching the helper:
   a fresh order per QI; the key holder decrypts the per-QI counts of suppressed rows and
   adds exactly what the engine's `suppressed_loss` adds.
 
-Two shortcuts keep suppression cheap (docs/protocol-c-performance.md):
+Three shortcuts keep suppression cheap (docs/performance/protocol-c.md):
 
 * a *screening sum* per check where the models imply a class size k: one encrypted number,
   the real rows in the classes whose padded size is below k (a lower bound of the rows the
   engine's implied-size test counts). Above the suppression limit the key holder answers
   "not anonymous" from it alone; otherwise it asks for the classes (`SEND_CLASSES`);
 * for the entropy metrics, the key holder's static loss table (per QI and level) with the
-  search facts, so that the helper's search prunes by bound as the centralized one does.
+  search facts, so that the helper's search prunes by bound as the centralized one does;
+* a node the screening sum did not decide is sent without its classes of padded size below k
+  (`full_request`): they fail anyway and the screening sum told their rows.
 
 What each side learns is listed in README's threat model (Protocol C subsection); in
 short: the helper never sees a count, only the verdicts, losses and bounds of the nodes

@@ -4,10 +4,13 @@
     python3 bench/protocol_c.py [--json OUT.json] [--k 5 100] [--counters paillier elgamal]
                                 [--split horizontal vertical] [--transport grpc|memory]
                                 [--suppression 0 0.02 0.05] [--metric loss nonuniform-entropy]
-                                [--baseline DIR [--baseline-timeout S]] [--no-b]
+                                [--model k recursive-l] [--baseline DIR [--baseline-timeout S]] [--no-b]
 
 ADULT (bundled copy, 30,162 rows, 8 QIs, loss metric, no suppression unless told), 3 primaries +
-helper, 25 % pseudotuples, for each k, suppression, metric, counter scheme and split. Every party runs as a
+helper, 25 % pseudotuples, for each model, k, suppression, metric, counter scheme and split.
+Models: `k` (k-anonymity on the 8 QIs) and `recursive-l` (recursive-(4,3)-diversity of
+`occupation`, which is then sensitive, with k-anonymity at the given k -- `--k 1` for the
+diversity alone -- on the other 7 QIs and `salary-class`). Every party runs as a
 separate daemon on 127.0.0.1 (gRPC over mutual TLS, fresh certificates) unless
 --transport memory. Reported per run: wall time of the run at the key holder (= result
 recipient, p1) from run start to decrypted result, its split into phases (encrypt,
@@ -50,12 +53,16 @@ from fedanon.consortium.simulation import simulate_table  # noqa: E402
 from fedanon.model.config import AnonymizationConfig  # noqa: E402
 from fedanon.data.io.delimited import read_table_csv  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
+from fedanon.model.privacy.ldiversity import LDiversity  # noqa: E402
 from fedanon.protocols.sim.equivalence import centralized, differences  # noqa: E402
 
 import fedanon  # noqa: E402
 
 DATA = Path(fedanon.__file__).parent / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+#: recursive-(4,3)-diversity of occupation: the other QIs and salary-class (as bench/engine.py)
+L_QIS = [q for q in QIS if q != "occupation"] + ["salary-class"]
+MODELS = ("k", "recursive-l")
 PHASES = ("encrypt", "integrate", "anonymize", "decrypt")
 DISSERTATION = {"seconds": (37.0, 48.0), "megabytes": (37.0, 49.0)}
 
@@ -90,12 +97,20 @@ def _c_run(columns, rows, paths, config, split: str, scheme: str, args) -> dict[
     return m
 
 
-def _baseline(args, k: int, suppression: float, metric: str, split: str, scheme: str) -> dict[str, Any] | None:
+def config_for(model: str, k: int, suppression: float, metric: str) -> AnonymizationConfig:
+    if model == "recursive-l":
+        return AnonymizationConfig(L_QIS, k=k, suppression=suppression, metric=metric,
+                                   l_diversity=LDiversity("recursive", 3, "occupation", 4))
+    return AnonymizationConfig(QIS, k=k, suppression=suppression, metric=metric)
+
+
+def _baseline(args, model: str, k: int, suppression: float, metric: str, split: str, scheme: str
+              ) -> dict[str, Any] | None:
     """The same C run with the `--baseline` checkout's code, in a child process (None: timed out)."""
     env = dict(os.environ, PYTHONPATH=str(args.baseline))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--k", str(k), "--suppression", str(suppression),
            "--metric", metric, "--split", split, "--counters", scheme, "--transport", args.transport,
-           "--pseudotuples", str(args.pseudotuples)]
+           "--pseudotuples", str(args.pseudotuples), "--model", model]
     try:
         # in the checkout: the daemons start with `python -m fedanon`, which imports from the working directory
         done = subprocess.run(cmd, env=env, cwd=str(args.baseline), capture_output=True, text=True,
@@ -115,6 +130,7 @@ def main() -> int:
     ap.add_argument("--pseudotuples", type=float, default=0.25)
     ap.add_argument("--suppression", type=float, nargs="+", default=[0.0])
     ap.add_argument("--metric", nargs="+", default=["loss"])
+    ap.add_argument("--model", nargs="+", default=["k"], choices=MODELS)
     ap.add_argument("--transport", choices=["grpc", "memory"], default="grpc")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--no-b", action="store_true", help="skip the Protocol B reference runs")
@@ -124,9 +140,9 @@ def main() -> int:
     args = ap.parse_args()
 
     columns, rows = read_table_csv(DATA / "adult.csv")
-    paths = {q: DATA / f"adult_hierarchy_{q}.csv" for q in QIS}
+    paths = {q: DATA / f"adult_hierarchy_{q}.csv" for q in QIS + L_QIS}
     if args.child:  # one C run, JSON on stdout (for --baseline)
-        config = AnonymizationConfig(QIS, k=args.k[0], suppression=args.suppression[0], metric=args.metric[0])
+        config = config_for(args.model[0], args.k[0], args.suppression[0], args.metric[0])
         m = _c_run(columns, rows, paths, config, args.split[0], args.counters[0], args)
         m.pop("rows"), m.pop("columns")
         print(json.dumps(m))
@@ -143,54 +159,55 @@ def main() -> int:
                                "dissertation": DISSERTATION, "baseline": str(args.baseline) if args.baseline else None,
                                "runs": [], "reference_b": []}
     print()
-    print(f"{'split':<11}{'k':>4}{'supp':>6}  {'metric':<19}{'counters':<9}{'total s':>8}  {'vs B':>6}{'old s':>8}{'x old':>7}  "
+    print(f"{'model':<12}{'split':<11}{'k':>4}{'supp':>6}  {'metric':<19}{'counters':<9}{'total s':>8}{'B s':>7}{'vs B':>7}{'old s':>8}{'x old':>7}  "
           f"{'recipient s: enc / int / anon / dec':<37}{'MB':>7}{'checks':>7}{'trips':>6}{'screened':>9}{'supp rd':>8}"
-          f"  equal")
+          f"  equal  load")
     failures = 0
-    for k in args.k:
-        for suppression in args.suppression:
-            for metric in args.metric:
-                config = AnonymizationConfig(QIS, k=k, suppression=suppression, metric=metric)
-                central = centralized(columns, rows, hierarchies, config)
-                for split in args.split:
-                    b_m = None
-                    if not args.no_b:
-                        t = time.perf_counter()
-                        b = simulate_table(columns, rows, paths, config, split, 3, transport=args.transport,
-                                           protocol="B")
-                        b_m = measure(b)
-                        b_m.update({"split": split, "k": k, "suppression": suppression, "metric": metric,
-                                    "wall_s": round(time.perf_counter() - t, 3)})
-                        results["reference_b"].append(b_m)
-                    for scheme in args.counters:
-                        m = _c_run(columns, rows, paths, config, split, scheme, args)
-                        equal = not differences(central, m["transformation"], m.pop("columns"), m.pop("rows"))
-                        failures += not equal
-                        ratio = m["elapsed_s"] / b_m["elapsed_s"] if b_m and b_m["elapsed_s"] else float("nan")
-                        old = _baseline(args, k, suppression, metric, split, scheme) if args.baseline else None
-                        old_s = None if old is None else old["elapsed_s"]
-                        speedup = (old_s / m["elapsed_s"]) if old_s else None
-                        old_txt = "-" if not args.baseline else f"> {args.baseline_timeout:.0f}" if old is None \
-                            else f"{old_s:.1f}"
-                        phases = " / ".join(f"{m['recipient_s'][p]:.1f}" for p in PHASES)
-                        print(f"{split:<11}{k:>4}{suppression:>6.0%}  {metric:<19}{scheme:<9}{m['elapsed_s']:>8.2f}  "
-                              f"{ratio:>5.0f}x{old_txt:>8}{(f'{speedup:.1f}' if speedup else '-'):>7}  {phases:<37}"
-                              f"{m['bytes_total'] / 1e6:>7.2f}{m['checks']:>7}{str(m['round_trips']):>6}"
-                              f"{str(m['screened']):>9}{str(m['suppression_rounds']):>8}  {'yes' if equal else 'NO'}",
-                              flush=True)
-                        results["runs"].append({
-                            "split": split, "k": k, "counters": scheme, "metric": metric, "suppression": suppression,
-                            "elapsed_s": m["elapsed_s"], "checks": m["checks"], "key_holder_round_trips": m["round_trips"],
-                            "screened_checks": m["screened"], "suppression_rounds": m["suppression_rounds"],
-                            "bytes_total": m["bytes_total"], "equal_to_centralized": equal,
-                            "recipient_s": m["recipient_s"], "bytes_sent_by_phase": m["bytes_sent"],
-                            "s_per_check": m["s_per_check"], "vs_protocol_b": ratio,
-                            "protocol_b_elapsed_s": b_m["elapsed_s"] if b_m else None,
-                            "baseline_elapsed_s": old_s, "baseline_timed_out": bool(args.baseline and old is None),
-                            "baseline_timeout_s": args.baseline_timeout if args.baseline else None,
-                            "baseline_checks": None if old is None else old.get("checks"),
-                            "speedup_vs_baseline": speedup,
-                            "result_check_s": m["result_check_s"], "load_average": list(os.getloadavg())})
+    plan = [(model, k, suppression, metric) for model in args.model for k in args.k for suppression in args.suppression
+            for metric in args.metric]
+    for model, k, suppression, metric in plan:
+        config = config_for(model, k, suppression, metric)
+        central = centralized(columns, rows, hierarchies, config)
+        for split in args.split:
+            b_m = None
+            if not args.no_b:
+                t = time.perf_counter()
+                b = simulate_table(columns, rows, paths, config, split, 3, transport=args.transport,
+                                   protocol="B")
+                b_m = measure(b)
+                b_m.update({"model": model, "split": split, "k": k, "suppression": suppression, "metric": metric,
+                            "wall_s": round(time.perf_counter() - t, 3)})
+                results["reference_b"].append(b_m)
+            for scheme in args.counters:
+                m = _c_run(columns, rows, paths, config, split, scheme, args)
+                equal = not differences(central, m["transformation"], m.pop("columns"), m.pop("rows"))
+                failures += not equal
+                ratio = m["elapsed_s"] / b_m["elapsed_s"] if b_m and b_m["elapsed_s"] else float("nan")
+                old = _baseline(args, model, k, suppression, metric, split, scheme) if args.baseline else None
+                old_s = None if old is None else old["elapsed_s"]
+                speedup = (old_s / m["elapsed_s"]) if old_s else None
+                old_txt = "-" if not args.baseline else f"> {args.baseline_timeout:.0f}" if old is None \
+                    else f"{old_s:.1f}"
+                phases = " / ".join(f"{m['recipient_s'][p]:.1f}" for p in PHASES)
+                print(f"{model:<12}{split:<11}{k:>4}{suppression:>6.0%}  {metric:<19}{scheme:<9}{m['elapsed_s']:>8.2f}"
+                      f"{(b_m['elapsed_s'] if b_m else float('nan')):>7.2f}{ratio:>6.1f}x{old_txt:>8}{(f'{speedup:.1f}' if speedup else '-'):>7}  {phases:<37}"
+                      f"{m['bytes_total'] / 1e6:>7.2f}{m['checks']:>7}{str(m['round_trips']):>6}"
+                      f"{str(m['screened']):>9}{str(m['suppression_rounds']):>8}  {'yes' if equal else 'NO':<5}"
+                      f"{os.getloadavg()[0]:>6.1f}",
+                      flush=True)
+                results["runs"].append({
+                    "model": model, "split": split, "k": k, "counters": scheme, "metric": metric, "suppression": suppression,
+                    "elapsed_s": m["elapsed_s"], "checks": m["checks"], "key_holder_round_trips": m["round_trips"],
+                    "screened_checks": m["screened"], "suppression_rounds": m["suppression_rounds"],
+                    "bytes_total": m["bytes_total"], "equal_to_centralized": equal,
+                    "recipient_s": m["recipient_s"], "bytes_sent_by_phase": m["bytes_sent"],
+                    "s_per_check": m["s_per_check"], "vs_protocol_b": ratio,
+                    "protocol_b_elapsed_s": b_m["elapsed_s"] if b_m else None,
+                    "baseline_elapsed_s": old_s, "baseline_timed_out": bool(args.baseline and old is None),
+                    "baseline_timeout_s": args.baseline_timeout if args.baseline else None,
+                    "baseline_checks": None if old is None else old.get("checks"),
+                    "speedup_vs_baseline": speedup,
+                    "result_check_s": m["result_check_s"], "load_average": list(os.getloadavg())})
     load = os.getloadavg()
     results["machine"]["load_average_at_end"] = list(load)
     print(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; dissertation (768-bit Paillier, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedanon.errors import ProtocolError
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, anonymize, read_table_csv
 from fedanon.engine.anonymizer import generalize, prepare_structure, search
@@ -222,3 +223,77 @@ def test_paillier_screening_sums_from_shared_bottom(adult, monkeypatch):
     assert levels == ref[0] and sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
     assert checker.screened > 0
     checker.close()
+
+
+def _pair(columns, rows, hier, cfg, key, omit: bool, seed=3):
+    """A checker and its judge over the padded rows; `omit`: whether full checks leave the
+    classes below the implied size out (the judge's offer, as the facts carry it)."""
+    rng = np.random.default_rng(seed)
+    fakes = resample_rows(rows, int(len(rows) * 0.25), rng=rng)
+    padded = rows + fakes
+    real = np.r_[np.ones(len(rows), bool), np.zeros(len(fakes), bool)]
+    order = rng.permutation(len(padded))
+    table = EncodedTable.from_rows(columns, [padded[i] for i in order])
+    pub = key.public_key
+    st = prepare_structure(table, hier, cfg, require_subset=False)
+    box = {}
+    checker = EncryptedCountChecker(st, pub, RowCounters(pub.load(pub.encrypt_counters(real[order].tolist()))),
+                                    lambda req: box["j"].answer(req))
+    box["j"] = CountJudge(key, cfg, checker.setup_request())
+    facts = box["j"].facts()
+    facts.omit_small = facts.omit_small and omit
+    checker.adopt(facts)
+    return st, checker, box["j"]
+
+
+@pytest.mark.parametrize("cfg", [AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy"),
+                                 AnonymizationConfig(QIS, k=2, suppression=0.04, metric="nonuniform-entropy",
+                                                     l_diversity=LDiversity("recursive", 3, "occupation", c=4))],
+                         ids=["nuem-supp", "nuem-l-supp"])
+def test_full_checks_without_the_small_classes_answer_as_with_them(adult, elgamal_key, cfg):
+    """Every node answered from its classes of padded size >= the implied size (plus the
+    screening sum) gets the answer the same node gets with all its classes sent: anonymity,
+    implied-size condition, loss (suppression marginals: the left-out classes' rows added by
+    the helper) and bound. A judge that forgot the screening sum's rows, or marginals
+    without the left-out classes, would differ on some node."""
+    columns, rows, hier = adult
+    answers = {}
+    for omit in (False, True):
+        st, checker, judge = _pair(columns, rows, hier, cfg, elgamal_key, omit)
+        assert judge.omit_small and checker.omit_small == omit
+        seen = answers.setdefault(omit, {})
+        evaluate = checker.evaluate
+        checker.evaluate = lambda levels, _e=evaluate, _s=seen: _s.setdefault(tuple(levels), _e(levels))
+        search(st, checker)
+        assert checker.suppression_rounds > 0
+    assert answers[True].keys() == answers[False].keys()
+    for node, full in answers[False].items():
+        short = answers[True][node]
+        assert (short.anonymous, short.anonymous_strict, short.implied_k_ok, short.bound) == \
+            (full.anonymous, full.anonymous_strict, full.implied_k_ok, full.bound), node
+        assert short.loss == full.loss, node
+
+
+def test_left_out_classes_missing_from_the_marginals_are_refused(adult, elgamal_key):
+    """A helper that answers a suppression query without the rows of the classes it left out
+    of the full check gives per-QI counts that do not add up to the suppressed rows: the
+    key holder refuses them instead of charging too little loss."""
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy")
+    st, checker, _ = _pair(columns, rows, hier, cfg, elgamal_key, True)
+    pub = elgamal_key.public_key
+    checker._small_sums = lambda classes, sums, small: pub.encrypt_values([0] * small.size, workers=1)
+    with pytest.raises(ProtocolError, match="do not add up"):
+        search(st, checker)
+
+
+def test_a_full_check_without_small_classes_needs_a_screening_sum(adult, elgamal_key):
+    """The key holder counts the left-out classes' rows from the screening sum of the same
+    node: a check marked as leaving them out with no screening before it is refused."""
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy")
+    st, checker, judge = _pair(columns, rows, hier, cfg, elgamal_key, True)
+    levels = tuple(int(h) - 1 for h in st.lattice.heights)
+    classes, sums = checker._node_sums(levels)
+    with pytest.raises(ProtocolError, match="screening"):
+        judge.answer(checker.full_request(levels, classes, sums))

@@ -64,3 +64,34 @@ def test_parallel_encrypt_and_keys_serialize(sk):
     assert ElGamalPrivateKey.from_bytes(sk.to_bytes()).decrypt(cts[4]) == 1
     with pytest.raises(KeyFormatError):
         ElGamalPublicKey.from_bytes(b"\x05" * 33)
+
+
+def test_private_key_encryption_is_a_valid_fresh_public_encryption(sk):
+    """The key holder's shortcut ((m + r·x)·G as the second point) must give ciphertexts the
+    public key's holders can add to theirs, that decrypt to m, and that are fresh each time;
+    a wrong combination (e.g. r·x without m, or m·G without r·H) fails one of these."""
+    pk = sk.public_key
+    values = [0, 1, 2, 7, 65535, 65536, 150_001]
+    mine = sk.encrypt_many(values, workers=1)
+    assert [sk.decrypt(c, max_value=200_000) for c in mine] == values
+    assert len(set(mine + sk.encrypt_many(values, workers=1))) == 2 * len(values)
+    other = generate_elgamal_keypair()
+    with pytest.raises(DecryptionError):
+        other.decrypt(mine[1], max_value=10)  # under another key it is not a small count
+    assert sk.decrypt(add(mine[3], pk.encrypt(35))) == 42
+    vec = CiphertextVector(mine[:4] + pk.encrypt_many([1, 1], workers=1))
+    assert sk.decrypt_many(vec.sum_by_class([0, 0, 1, 1, 0, 1], 2)) == [2, 10]
+
+
+def test_batch_decryption_equals_one_by_one(sk):
+    """The batch path (C objects reused across ciphertexts) answers as `decrypt` does:
+    identities, values in and beyond the baby-step table, and refuses a malformed one."""
+    pk = sk.public_key
+    values = [0, 1, 5, 65535, 65536, 70_000, 3]
+    cts = pk.encrypt_many(values, workers=1) + [IDENTITY]
+    assert sk.decrypt_many(cts, max_value=100_000, workers=1) == [sk.decrypt(c, 100_000) for c in cts] \
+        == values + [0]
+    with pytest.raises(DecryptionError):
+        sk.decrypt_many(cts[:2] + [b"\x02" + bytes(65)], workers=1)
+    with pytest.raises(DecryptionError):
+        sk.decrypt_many(pk.encrypt_many([200_000], workers=1), max_value=100_000, workers=1)

@@ -192,9 +192,9 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
                                                   {"send"}) for a in answers)
     facts = [json.loads(blob) for _, topic, blob in helper_in if topic == "c/facts"]
     assert set(facts[0]) == {"suppression_limit", "anonymity_monotone", "strict_monotone", "metric_monotone",
-                             "implied_k", "screen", "static_table", "static_bounds"}
+                             "implied_k", "screen", "static_table", "static_bounds", "omit_small"}
     # DM's bound needs the class sizes: no static table, no screening (entropy metrics only)
-    assert facts[0]["static_table"] is None and not facts[0]["screen"]
+    assert facts[0]["static_table"] is None and not facts[0]["screen"] and not facts[0]["omit_small"]
     # what primaries send the helper: ciphertext tables, TID tokens, hierarchies and encrypted
     # counters -- never research-subset flags or any count in the clear
     for sender, topic, blob in helper_in:
@@ -255,7 +255,8 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
             names.add(name.split("/")[0])
             if name == "control":
                 assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
-                                                 "top", "leaves", "level_sizes", "marginals", "screen", "complement"}
+                                                 "top", "leaves", "level_sizes", "marginals", "screen", "complement",
+                                                 "omitted"}
             elif name.startswith("groups/"):  # which leaves share a generalized value: integers, no values
                 assert len(body) % 4 == 0
             else:  # "small": the screening sum, one counter sum

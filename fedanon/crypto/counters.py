@@ -102,6 +102,11 @@ class CounterPublicKey(ABC):
         return self.sum_by_class(loaded, ids, 2)
 
     @abstractmethod
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        """Each sum of `sums` (from `sum_by_class`) as one ciphertext's bytes, the form
+        `encrypt_values` gives: to `load` together with other ciphertexts."""
+
+    @abstractmethod
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         """The message with `sums` (in `order`, e.g. a random permutation); `upper_bounds[j]`
         bounds sum j (rows summed into it, pseudotuples included)."""
@@ -200,6 +205,10 @@ class PaillierCounterPublicKey(CounterPublicKey):
         values = loaded  # a list of sums, or the bottom's SharedPaillierRows (indexable)
         return paillier.class_products(((values[int(r)], 0) for r in rows), 1, self.key.nsquare)  # type: ignore[index]
 
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        w = self.key.ciphertext_bytes
+        return [int(c).to_bytes(w, "big") for c in sums]  # type: ignore[attr-defined]
+
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         values: list = list(sums)  # type: ignore[call-overload]
         bounds = list(upper_bounds)
@@ -291,6 +300,9 @@ class ElGamalCounterPublicKey(CounterPublicKey):
     def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
         return loaded.subset_sum(rows)  # type: ignore[attr-defined]
 
+    def ciphertexts(self, sums: object) -> list[bytes]:
+        return sums.blobs() if isinstance(sums, elgamal.CiphertextVector) else list(sums)  # type: ignore[call-overload]
+
     def sums_message(self, sums: object, upper_bounds: Sequence[int], order: Sequence[int] | None = None) -> bytes:
         vector = sums if isinstance(sums, elgamal.CiphertextVector) else elgamal.CiphertextVector(list(sums))  # type: ignore[call-overload]
         n = len(vector) if order is None else len(order)
@@ -316,6 +328,11 @@ class ElGamalCounterPrivateKey(CounterPrivateKey):
 
     def to_bytes(self) -> bytes:
         return bytes([_TAG["elgamal"]]) + self.key.to_bytes()
+
+    def encrypt_values(self, values: Sequence[int], workers: int | None = None,
+                       progress: ChunkProgress | None = None) -> list[bytes]:
+        # with x: two fixed-base multiplications per value, the same ciphertexts' distribution
+        return self.key.encrypt_many(list(values), workers=workers, progress=progress)
 
     def decrypt_class_counts(self, message: bytes, n_classes: int, workers: int | None = 1) -> list[int]:
         if len(message) < 9 or message[0] != _TAG["elgamal"]:

@@ -255,8 +255,8 @@ class NodeSums:
     def selected_sum(self, classes: Classes, selected: np.ndarray) -> tuple[object, int, bool]:
         """One encrypted sum over the node's `selected` classes, without the node's own sums.
 
-        Summed from the finest cached node below (a hub made as for a full check, else the
-        bottom node's shared sums) through the class mapping: one pass over part of that node's
+        Summed from the finest cached node below (else the bottom node's sums) through the
+        class mapping: one pass over part of that node's
         sums, against one roll-up per class of this node plus packing for its full sums. Where
         the selected classes cover more than half of that node's, the others are summed
         instead (`complement`): every class's rows together are all rows, so the key holder,
@@ -272,10 +272,8 @@ class NodeSums:
             if source is not None:
                 mapping = self._mapping(source, self._codes[source], classes)
         sums = None if mapping is None else self._sums[source]
-        if mapping is None and any(levels):  # as a full check would: via a hub, cached for later nodes
-            made = self._hub(levels)
-            if made is not None:
-                mapping, sums = self._mapping(made[0], made[1], classes), made[2]
+        # no hub here: most screened nodes are never sent in full, and one pass over the bottom's
+        # sums costs less than rolling a hub up (measured on ADULT, k = 5, 5 %: 550 screenings)
         if mapping is None:
             bottom, codes, sums = self.bottom()
             mapping = self._mapping(bottom, codes, classes)

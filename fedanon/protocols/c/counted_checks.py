@@ -33,14 +33,16 @@ reaching the key holder and without a count reaching the helper:
   a fresh order per QI; the key holder decrypts the per-QI counts of suppressed rows and
   adds exactly what the engine's `suppressed_loss` adds.
 
-Two shortcuts keep suppression cheap (docs/protocol-c-performance.md):
+Three shortcuts keep suppression cheap (docs/performance/protocol-c.md):
 
 * a *screening sum* per check where the models imply a class size k: one encrypted number,
   the real rows in the classes whose padded size is below k (a lower bound of the rows the
   engine's implied-size test counts). Above the suppression limit the key holder answers
   "not anonymous" from it alone; otherwise it asks for the classes (`SEND_CLASSES`);
 * for the entropy metrics, the key holder's static loss table (per QI and level) with the
-  search facts, so that the helper's search prunes by bound as the centralized one does.
+  search facts, so that the helper's search prunes by bound as the centralized one does;
+* a node the screening sum did not decide is sent without its classes of padded size below k
+  (`full_request`): they fail anyway and the screening sum told their rows.
 
 What each side learns is listed in README's threat model (Protocol C subsection); in
 short: the helper never sees a count, only the verdicts, losses and bounds of the nodes
@@ -133,6 +135,10 @@ class JudgeFacts:
     static_table: list[list[float]] | None = None
     #: the table is also the metric's monotone lower bound (`Metric.static_bound`)
     static_bounds: bool = False
+    #: a node sent in full after its screening sum leaves out the classes whose padded size is
+    #: below the implied size: they fail every model whatever their true size, and the
+    #: screening sum already told their real rows (`EncryptedCountChecker.full_request`)
+    omit_small: bool = False
 
 
 def _array(parts: dict[str, bytes], name: str, dtype: str, what: str) -> np.ndarray:
@@ -166,11 +172,13 @@ class EncryptedCountChecker(Checker):
         self.weights = self.config.metric == "loss"
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
         self.sums = NodeSums(structure, key, counters.real, counters.subset, self.attributes)
-        self._asked: tuple[Classes, np.ndarray] | None = None  # the last request's classes and order
+        # the last request's classes, order, and (classes left out) the node's sums
+        self._asked: tuple[Classes, np.ndarray, Sums | None] | None = None
         self.checks = 0
         self.suppression_rounds = 0
         self.screened = 0  # checks the screening sum decided (no class sums sent)
         self.screen = False
+        self.omit_small = False
         self._static: list[np.ndarray] | None = None
         self._static_bounds = False
         self.messages_bytes = 0
@@ -220,6 +228,7 @@ class EncryptedCountChecker(Checker):
         self.metric_monotone = facts.metric_monotone
         self.implied_k = facts.implied_k
         self.screen = bool(facts.screen) and facts.implied_k > 1
+        self.omit_small = self.screen and bool(facts.omit_small)
         table = facts.static_table
         heights = [int(h) for h in self.structure.lattice.heights]
         if table is not None and (len(table) != len(heights) or any(len(t) != h for t, h in zip(table, heights))):
@@ -286,9 +295,15 @@ class EncryptedCountChecker(Checker):
         return codec.pack_message({"control": json.dumps(control).encode(),
                                    "small": self.key.sums_message(total, [bound])})
 
-    def _classes_request(self, levels: tuple[int, ...], classes: Classes, sums: Sums) -> bytes:
+    def _classes_request(self, levels: tuple[int, ...], classes: Classes, sums: Sums,
+                         sent: np.ndarray | None = None) -> bytes:
+        """The node's classes (`sent`: only these class indices), permuted, with their sums."""
         n = classes.count
-        perm = random_permutation(n)  # position p of the message holds class perm[p]
+        if sent is None:
+            perm = random_permutation(n)  # position p of the message holds class perm[p]
+        else:
+            perm = np.asarray(sent, dtype=np.int64)[random_permutation(len(sent))]
+            n = int(perm.size)
         message: dict[str, bytes] = {}
         for name, (s, bounds) in sums.items():
             if name.startswith("hist/"):
@@ -303,8 +318,30 @@ class EncryptedCountChecker(Checker):
                 w[:, i] = self._leaf[i][l][classes.codes[:, i]]
             message["weights"] = w[perm].tobytes()
         control = {"levels": list(levels), "classes": n}
-        self._asked = (classes, perm)
+        if sent is not None:
+            control["omitted"] = True
+        self._asked = (classes, perm, None if sent is None else sums)
         return codec.pack_message({"control": json.dumps(control).encode(), **message})
+
+    def full_request(self, levels: tuple[int, ...], classes: Classes, sums: Sums) -> bytes:
+        """A node the screening sum did not decide: its classes of padded size at least the
+        implied size only (`JudgeFacts.omit_small`). The others hold fewer real rows than the
+        implied size, so every model rejects them; the key holder knows their real rows from
+        the screening sum, and a suppression query gets their real rows per generalized value
+        from the helper's own sums (`marginals_request`). Near the lattice's bottom that is
+        about half of a node's classes: half the key holder's decryptions and encryptions."""
+        sent = np.flatnonzero(np.asarray(classes.stats.sizes, dtype=np.int64) >= self.implied_k)
+        return self._classes_request(levels, classes, sums, sent if sent.size else None)
+
+    def _small_sums(self, classes: Classes, sums: Sums, small: np.ndarray) -> list[bytes]:
+        """The encrypted real rows of each class in `small` (class indices), as ciphertexts."""
+        name = "sizes" if "sizes" in sums else next(n for n in sums if n.startswith("hist/"))
+        values = sums[name][0]
+        rank = np.full(classes.count, small.size, dtype=np.int64)  # the last bin collects the others
+        rank[small] = np.arange(small.size)
+        if name.startswith("hist/"):  # a class's real rows: the sum of its cells
+            rank = np.repeat(rank, self.grouper.sensitive_sizes[name.split("/", 1)[1]])
+        return self.key.ciphertexts(self.key.sum_by_class(values, rank.tolist(), small.size + 1))[:small.size]
 
     def marginals_request(self, query: bytes) -> bytes:
         """Answer the key holder's suppression query for the node just asked about.
@@ -316,17 +353,21 @@ class EncryptedCountChecker(Checker):
         """
         if self._asked is None:
             raise ProtocolError("suppression query from the key holder without a pending check")
-        classes, perm = self._asked
+        classes, perm, sums = self._asked
         parts = codec.unpack_message(query, "suppression query")
         control = json.loads(codec.require_part(parts, "control", "suppression query"))
-        n = classes.count
+        n = int(perm.size)
         blob = codec.require_part(parts, "rows", "suppression query")
-        if control.get("suppressed_query") != n or len(blob) % n:
+        if control.get("suppressed_query") != n or n == 0 or len(blob) % n:
             raise ProtocolError("malformed suppression query from the key holder")
         width = len(blob) // n
-        by_class = [b""] * n
+        by_class = [b""] * classes.count
         for position, c in enumerate(perm.tolist()):
             by_class[c] = blob[position * width:(position + 1) * width]
+        if sums is not None:  # the classes left out are all suppressed: their real rows, summed here
+            small = np.setdiff1d(np.arange(classes.count), perm)
+            for c, ciphertext in zip(small.tolist(), self._small_sums(classes, sums, small)):
+                by_class[c] = ciphertext
         loaded = self.key.load(by_class)
         helper_sizes = np.asarray(classes.stats.sizes, dtype=np.int64)  # pseudotuples included: a bound
         message: dict[str, bytes] = {}
@@ -354,6 +395,11 @@ class EncryptedCountChecker(Checker):
             if answer != SEND_CLASSES:
                 raise ProtocolError("unexpected answer of the key holder to a screening sum")
             sums = self.sums.node(classes, rolled)
+            if self.omit_small:
+                answer = self.ask(self.full_request(levels, classes, sums))
+                if not _is_evaluation(answer):
+                    answer = self.ask(self.marginals_request(answer))
+                return evaluation_from_bytes(answer)
         else:
             classes, sums = self._node_sums(levels)
         answer = self.ask(self._classes_request(levels, classes, sums))
@@ -418,8 +464,12 @@ class CountJudge:
                                 config.suppression, context)
         self.marginal_rounds = config.metric in SUPPRESSION_MARGINAL_METRICS and self.judge.suppression_limit > 0
         self.screen = config.metric in SCREENED_METRICS and self.judge.implied_k > 1
-        self._pending: tuple[tuple[int, ...], Classes, int] | None = None
+        # classes below the implied size may be left out of a full check where each class is judged
+        # on its own (no release-level criterion): they fail whatever the others hold
+        self.omit_small = self.screen and not any(c.release_level for c in criteria)
+        self._pending: tuple[tuple[int, ...], NodeEvaluation] | None = None
         self._screened: tuple[int, ...] | None = None  # a node whose screening sum did not decide it
+        self._screened_small = 0  # its real rows in classes of padded size below the implied size
         self.checks = 0
         self.screened = 0
 
@@ -467,7 +517,7 @@ class CountJudge:
         j = self.judge
         table, bounds = self._static_table()
         return JudgeFacts(j.suppression_limit, j.anonymity_monotone, j.strict_monotone, j.metric_monotone,
-                          int(j.implied_k), self.screen, table, bounds)
+                          int(j.implied_k), self.screen, table, bounds, self.omit_small)
 
     def _static_table(self) -> tuple[list[list[float]] | None, bool]:
         """Entropy metrics: per QI and level, the static loss of the node with that QI at that
@@ -535,11 +585,16 @@ class CountJudge:
         if control.get("screen"):
             return self._screen(parts, control)
         levels = tuple(int(x) for x in control["levels"])
+        omitted = bool(control.get("omitted"))
+        if omitted and not (self.omit_small and self._screened is not None):
+            raise ProtocolError("check request without the classes below the implied size, but no screening "
+                                "sum told their rows")
         if self._screened is None:
             self.checks += 1
         elif self._screened != levels:
             raise ProtocolError("check request for another node than the one just screened")
         self._screened = None
+        small = self._screened_small if omitted else 0
         n = int(control["classes"])
         if len(levels) != len(self.heights) or not 0 < n <= 1 << 31:
             raise ProtocolError("malformed check request")
@@ -553,12 +608,38 @@ class CountJudge:
             classes.codes = np.tile(np.arange(classes.count, dtype=np.int32)[:, None], (1, len(levels)))
             self.judge.metric = build_metric("loss", self._metric_context(true.sizes, weights),
                                              self.config.metric_weights())
-        if self.marginal_rounds:
-            failing = self.judge.failing_classes(true)
-            suppressed = int(true.sizes[failing].sum())
-            if failing.any() and suppressed <= self.judge.suppression_limit:
-                return self._suppression_query(levels, classes, live, failing, suppressed)
-        return evaluation_to_bytes(self.judge.judge(levels, classes))
+        if omitted:
+            evaluation, failing = self._judge_with_small(levels, classes, small)
+        else:
+            evaluation = self.judge.judge(levels, classes)
+            failing = None
+        if self.marginal_rounds and evaluation.anonymous and evaluation.suppressed_rows > 0:
+            if failing is None:
+                failing = self.judge.failing_classes(true)
+            return self._suppression_query(levels, classes, live, failing, evaluation)
+        return evaluation_to_bytes(evaluation)
+
+    def _judge_with_small(self, levels: tuple[int, ...], classes: Classes, small: int
+                          ) -> tuple[NodeEvaluation, np.ndarray | None]:
+        """`ClassJudge.judge` for a node whose classes below the implied size were left out
+        (`JudgeFacts.omit_small`): `small` real rows lie in them, all suppressed, and each
+        sent class is judged on its own (no release-level criterion). The loss is the static
+        one; a metric that charges suppressed rows gets it from the suppression marginals."""
+        j = self.judge
+        sizes = classes.stats.sizes
+        limit = j.suppression_limit
+        below = sizes < j.implied_k
+        bound = j.metric.class_bound(levels, classes)
+        under = small + int(sizes[below].sum())
+        if under > limit:
+            return NodeEvaluation(implied_k_ok=False, anonymous=False, anonymous_strict=False, suppressed_rows=under,
+                                  classes=classes.count - int(below.sum()), loss=math.inf, bound=bound), None
+        failing = j.failing_classes(classes.stats, classes.codes, limit)
+        suppressed = small + (int(sizes[failing].sum()) if failing.any() else 0)
+        anonymous = suppressed <= limit
+        return NodeEvaluation(implied_k_ok=True, anonymous=anonymous, anonymous_strict=suppressed == 0,
+                              suppressed_rows=suppressed, classes=classes.count - int(failing.sum()),
+                              loss=j.metric.static_loss(levels) if anonymous else math.inf, bound=bound), failing
 
     def _screen(self, parts: dict[str, bytes], control: dict) -> bytes:
         """A screening sum (`EncryptedCountChecker.screen_request`): a lower bound of the rows in
@@ -579,7 +660,7 @@ class CountJudge:
         if control.get("complement"):  # the rows of the other classes were summed
             small = self.n_rows - small
         if small <= self.judge.suppression_limit:
-            self._screened = levels
+            self._screened, self._screened_small = levels, small
             return SEND_CLASSES
         self.screened += 1
         empty = Classes(levels, np.zeros((0, len(levels)), dtype=np.int32),
@@ -589,12 +670,12 @@ class CountJudge:
             loss=math.inf, bound=self.judge.metric.class_bound(levels, empty)))
 
     def _suppression_query(self, levels: tuple[int, ...], classes: Classes, live: np.ndarray,
-                           failing: np.ndarray, suppressed: int) -> bytes:
+                           failing: np.ndarray, evaluation: NodeEvaluation) -> bytes:
         """Per class in the helper's order: Enc(true size) if suppressed, else Enc(0), freshly
         randomized under the counter key -- the helper cannot tell which classes they are."""
         rows = np.zeros(live.shape[0], dtype=np.int64)
         rows[np.flatnonzero(live)[failing]] = classes.stats.sizes[failing]
-        self._pending = (levels, classes, suppressed)
+        self._pending = (levels, evaluation)
         blob = b"".join(self.key.encrypt_values(rows.tolist(), workers=self.workers))
         control = {"suppressed_query": int(live.shape[0])}
         return codec.pack_message({"control": json.dumps(control).encode(), "rows": blob})
@@ -603,7 +684,8 @@ class CountJudge:
         """The per-QI counts of suppressed rows are in: the engine's loss, exactly."""
         if self._pending is None:
             raise ProtocolError("suppression marginals from the helper without a query")
-        levels, classes, suppressed = self._pending
+        levels, evaluation = self._pending
+        suppressed = evaluation.suppressed_rows
         self._pending = None
         sizes = control["marginals"]
         expected = [self.level_sizes[i][level] for i, level in enumerate(levels)]
@@ -612,7 +694,6 @@ class CountJudge:
         marginals = [self._decrypt(parts, f"marginal/{i}", d) for i, d in enumerate(sizes)]
         if any(int(m.sum()) != suppressed for m in marginals):
             raise ProtocolError("suppression marginals do not add up to the suppressed rows")
-        evaluation = self.judge.judge(levels, classes)
         # ClassJudge would charge suppression by class codes, which this party never sees;
         # the same formula over the per-QI counts gives the engine's value
         metric = self.judge.metric

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from fedanon.crypto import paillier_rows
+from fedanon.crypto import paillier, paillier_rows
 from fedanon.crypto.counters import counter_values, generate_counter_key
 from fedanon.crypto.paillier_rows import SharedPaillierRows
 
@@ -60,3 +60,28 @@ def test_counter_key_loads_for_all_cores_and_unloads(key, monkeypatch):
         assert key.decrypt_class_counts(final, 60) == [int(r) for r in reversed(real)]
     finally:
         pub.unload(loaded)
+
+
+def test_subset_sum_over_workers_is_the_plain_sum_of_exactly_those_entries(key, monkeypatch):
+    """A screening sum over shared sums: split over the workers it is the very product of the
+    picked entries (each entry once, none other) and decrypts to the plaintext total; an entry
+    out of range is refused, not wrapped round."""
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_SUBSET", 8)
+    pub = key.public_key
+    pk = pub.key
+    values = [i % 5 for i in range(300)]
+    shared = pub.share_sums(pk.encrypt_many(values, workers=1), workers=2)
+    rng = random.Random(5)
+    try:
+        assert isinstance(shared, SharedPaillierRows) and shared._block is not None
+        for size in (0, 3, 8, 77, 300):
+            rows = sorted(rng.sample(range(300), size))
+            got = pub.subset_sum(shared, rows)
+            assert got == paillier.class_products(((shared[r], 0) for r in rows), 1, pk.nsquare)
+            message = pub.sums_message(got, [4 * 300])
+            assert key.decrypt_class_counts(message, 1) == [sum(values[r] for r in rows)]
+        with pytest.raises(ValueError):
+            shared.subset_sum([0, 300])
+    finally:
+        pub.unload(shared)

@@ -196,7 +196,9 @@ class PaillierCounterPublicKey(CounterPublicKey):
         return self.key.sum_by_class(loaded, class_ids, n_classes)  # type: ignore[arg-type]
 
     def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
-        # in this process: a few thousand multiplications, less than shipping them to the pool
+        if isinstance(loaded, SharedPaillierRows):  # shared with the pool: many entries go to its workers
+            return loaded.subset_sum(rows)
+        # a list (a cached node's sums): in this process, shipping them to the pool would cost more
         values = loaded  # a list of sums, or the bottom's SharedPaillierRows (indexable)
         return paillier.class_products(((values[int(r)], 0) for r in rows), 1, self.key.nsquare)  # type: ignore[index]
 

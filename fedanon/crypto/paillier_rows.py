@@ -28,6 +28,9 @@ from fedanon.kit.shm import SharedMemory, attached, create_block, release
 
 #: Below this many rows per node the sums run in the calling process.
 MIN_PARALLEL_ROWS = 4096
+#: A one-element sum (`subset_sum`) of fewer entries runs in the calling process: below it the
+#: pool round trip (~ a few ms) costs more than the multiplications (~10 µs each) it spreads.
+MIN_PARALLEL_SUBSET = 1024
 
 # worker side: parsed blocks by shared-memory name (a worker serves a few runs at most)
 _parsed: "OrderedDict[str, list[mpz]]" = OrderedDict()
@@ -111,6 +114,22 @@ class SharedPaillierRows:
         parts = parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
                                      workers=self.workers, chunk_size=1, min_parallel=2)
         return [c for part in parts for c in part]
+
+    def subset_sum(self, rows: Sequence[int] | np.ndarray) -> list[mpz]:
+        """[Enc(sum of the entries at `rows`)]: over the pool workers in equal row ranges where
+        there are many (the helper's screening sums over the bottom node's ~20,600 sums), each
+        worker's partial product multiplied here; else in this process."""
+        picked = np.asarray(rows, dtype=np.int64).ravel()
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self.rows)):
+            raise ValueError(f"subset rows must lie in [0, {len(self.rows)})")
+        if self._block is None or picked.size < MIN_PARALLEL_SUBSET:
+            return class_products(((self.rows[i], 0) for i in picked.tolist()), 1, self.key.nsquare)
+        zeros = np.zeros(-(-picked.size // self.workers), dtype=np.int64)
+        tasks = [(part.tobytes(), zeros[: part.size].tobytes(), 1) for part in np.array_split(picked, self.workers)]
+        block = (self._block.name, len(self.rows), self.key.ciphertext_bytes)
+        parts = parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
+                                     workers=self.workers, chunk_size=1, min_parallel=2)
+        return class_products(((part[0], 0) for part in parts), 1, self.key.nsquare)
 
     def close(self) -> None:
         if self._block is not None:

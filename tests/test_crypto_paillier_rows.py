@@ -85,3 +85,25 @@ def test_subset_sum_over_workers_is_the_plain_sum_of_exactly_those_entries(key, 
             shared.subset_sum([0, 300])
     finally:
         pub.unload(shared)
+
+
+def test_grouped_sums_over_workers_equal_plain_sums_for_both_schemes(key, monkeypatch):
+    """The helper's suppression marginals: one sum per class of every grouping, spread over the
+    workers for Paillier, equal to the plaintext sums per grouping (and to ElGamal's path)."""
+    from fedanon.crypto import counters
+
+    monkeypatch.setattr(counters, "_GROUPED_MIN_WORK", 8)
+    rng = random.Random(7)
+    values = [rng.choice([0, 0, 1, 3]) for _ in range(120)]
+    groupings = [(np.asarray([rng.randrange(d) for _ in values]), d) for d in (1, 2, 9, 40)]
+    for scheme_key in (key, generate_counter_key("elgamal")):
+        pub = scheme_key.public_key
+        sums = pub.grouped_sums(pub.encrypt_values(values, workers=1), groupings, workers=2)
+        assert len(sums) == len(groupings)
+        for (ids, d), s in zip(groupings, sums):
+            message = pub.sums_message(s, [3 * len(values)] * d)
+            assert scheme_key.decrypt_class_counts(message, d) == \
+                np.bincount(ids, weights=values, minlength=d).astype(int).tolist()
+    with pytest.raises(ValueError):
+        key.public_key.grouped_sums(key.public_key.encrypt_values(values[:20], workers=1), [(np.arange(20), 5)],
+                                    workers=2)

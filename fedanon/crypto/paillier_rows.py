@@ -66,12 +66,14 @@ def _class_products(block: tuple[str, int, int], nsquare: mpz,
 class SharedPaillierRows:
     """Row ciphertexts the helper sums per class, in the calling process and in pool workers."""
 
-    def __init__(self, key: PaillierPublicKey, ciphertexts: list[mpz], workers: int | None = None) -> None:
+    def __init__(self, key: PaillierPublicKey, ciphertexts: list[mpz], workers: int | None = None,
+                 min_rows: int | None = None) -> None:
+        """`min_rows` (default `MIN_PARALLEL_ROWS`): fewer rows stay in this process only."""
         self.key = key
         self.rows = ciphertexts
         self.workers = parallel.resolve_workers(workers)
         self._block: SharedMemory | None = None
-        if self.workers > 1 and len(ciphertexts) >= MIN_PARALLEL_ROWS:
+        if self.workers > 1 and len(ciphertexts) >= (MIN_PARALLEL_ROWS if min_rows is None else min_rows):
             data = key.ciphertexts_to_bytes(ciphertexts)
             try:
                 self._block = create_block(len(data))
@@ -114,6 +116,23 @@ class SharedPaillierRows:
         parts = parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
                                      workers=self.workers, chunk_size=1, min_parallel=2)
         return [c for part in parts for c in part]
+
+    def sums_by_groupings(self, groupings: Sequence[tuple[np.ndarray, int]]) -> list[list[mpz]]:
+        """For each (class id per row, class count): the per-class sums, one grouping per pool
+        task (the helper's suppression marginals: every class sum once per QI)."""
+        checked = []
+        for ids, n_classes in groupings:
+            ids = np.asarray(ids, dtype=np.int64)
+            if ids.shape != (len(self.rows),) or (ids.size and (ids.min() < 0 or ids.max() >= n_classes)):
+                raise ValueError(f"a grouping needs one class id in [0, {n_classes}) per row ({len(self.rows)})")
+            checked.append((ids, int(n_classes)))
+        if self._block is None or len(checked) < 2:
+            return [self.key.sum_by_class(self.rows, ids.tolist(), n) for ids, n in checked]
+        every = np.arange(len(self.rows), dtype=np.int64).tobytes()
+        tasks = [(every, ids.tobytes(), n) for ids, n in checked]
+        block = (self._block.name, len(self.rows), self.key.ciphertext_bytes)
+        return parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
+                                    workers=self.workers, chunk_size=1, min_parallel=2)
 
     def subset_sum(self, rows: Sequence[int] | np.ndarray) -> list[mpz]:
         """[Enc(sum of the entries at `rows`)]: over the pool workers in equal row ranges where

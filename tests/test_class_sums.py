@@ -109,3 +109,53 @@ def test_a_hub_saves_roll_up_work(padded, monkeypatch):
 
     without, with_hubs = additions(0.0), additions(0.6)
     assert with_hubs < without
+
+
+@pytest.mark.parametrize("attr", [None, "occupation"])
+def test_screening_sums_are_the_product_of_the_small_classes_rows(padded, attr):
+    """Paillier screening sums (`selected_sum` with the size threshold): whichever way they are
+    formed -- directly, as the complement, or as a source's cached total below the threshold
+    minus what is not picked -- the ciphertext is exactly the product of the row counters of
+    the picked classes' rows (computed here from the rows), and decrypts to their real rows.
+    A wrong subtraction, a stale cached total or a wrongly assumed subset would change it."""
+    table, hier, real = padded
+    k = 4
+    config = AnonymizationConfig(QIS, k=k) if attr is None else \
+        AnonymizationConfig(QIS, k=k, l_diversity=LDiversity("distinct", 2, attr))
+    structure = prepare_structure(table, hier, config, require_subset=False)
+    key = generate_counter_key("paillier")
+    pub = key.public_key
+    rows = pub.key.ciphertexts_from_bytes(b"".join(pub.encrypt_counters(real.tolist(), workers=1)))
+    sums = NodeSums(structure, pub, rows, None, [] if attr is None else [attr])
+    differences = []
+    inner = pub.difference
+
+    def counted(total, part):
+        differences.append(1)
+        return inner(total, part)
+
+    pub.difference = counted  # type: ignore[method-assign]
+    rng = np.random.default_rng(4)
+    lattice = structure.lattice
+    n2 = int(pub.key.nsquare)
+    for node in rng.permutation(lattice.size)[:40]:
+        levels = lattice.node_levels(int(node))
+        classes, rolled = structure.grouper.classes(levels, keep_rows=True)
+        if rng.random() < 0.5:
+            sums.node(classes, rolled)  # cache some nodes, as full checks do
+        small = np.asarray(classes.stats.sizes) < k
+        total, bound, complement = sums.selected_sum(classes, small, threshold=k)
+        grouped = structure.grouper.group_rows(levels, keep_rows=True)
+        key_of = {tuple(c): j for j, c in enumerate(np.asarray(grouped.codes).tolist())}
+        at = np.array([key_of[tuple(c)] for c in np.asarray(classes.codes).tolist()])
+        small_grouped = np.zeros(grouped.count, dtype=bool)
+        small_grouped[at[small]] = True
+        in_sum = small_grouped[np.asarray(grouped.row_class)] ^ complement
+        want = 1
+        for c in np.asarray(rows, dtype=object)[in_sum]:
+            want = want * int(c) % n2
+        assert int(total[0]) == want, levels
+        assert key.decrypt_class_counts(pub.sums_message(total, [bound]), 1) == [int(real[in_sum].sum())]
+        assert bound == int(in_sum.sum())
+    assert differences  # the cached-total path was taken at least once
+    sums.close()

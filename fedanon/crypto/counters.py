@@ -26,7 +26,9 @@ import struct
 from abc import ABC, abstractmethod
 from typing import ClassVar, Sequence
 
+import gmpy2
 import numpy as np
+from gmpy2 import mpz
 
 from fedanon.crypto import elgamal, paillier
 from fedanon.crypto.errors import DecryptionError, KeyFormatError
@@ -102,6 +104,11 @@ class CounterPublicKey(ABC):
         for r in rows:
             ids[int(r)] = 0
         return self.sum_by_class(loaded, ids, 2)
+
+    def difference(self, total: object, part: object) -> object | None:
+        """Enc(t − p) from one-element sums Enc(t) and Enc(p) (`subset_sum` results), t ≥ p; None
+        where the scheme offers no cheap subtraction (the caller then sums directly)."""
+        return None
 
     def grouped_sums(self, ciphertexts: Sequence[bytes], groupings: Sequence[tuple[Sequence[int], int]],
                      workers: int | None = 1) -> list[object]:
@@ -225,6 +232,15 @@ class PaillierCounterPublicKey(CounterPublicKey):
             return list(shared.sums_by_groupings([(ids, n) for ids, n in groupings]))
         finally:
             shared.close()
+
+    def difference(self, total: object, part: object) -> object | None:
+        # one inversion mod n²: the result is the very product of the entries in `total` but not
+        # in `part` -- the same ciphertext a direct sum of those entries gives
+        (t,), (p,) = total, part  # type: ignore[misc]
+        try:
+            return [mpz(t) * gmpy2.invert(mpz(p), self.key.nsquare) % self.key.nsquare]
+        except ZeroDivisionError:  # p shares a factor with n: no inverse (never for ciphertexts)
+            return None
 
     def subset_sum(self, loaded: object, rows: Sequence[int]) -> object:
         if isinstance(loaded, SharedPaillierRows):  # shared with the pool: many entries go to its workers

@@ -56,6 +56,9 @@ _KEY_LIMIT = 2.0 ** 62
 #: each, so ≈ 0.3 GB apiece here). ADULT's bottom: ~20,600 sizes, or ~290,000 cells of a
 #: 14-value sensitive histogram; beyond the limit they roll up in the helper's process.
 SHARE_LIMIT = 400_000
+#: Sources whose encrypted total below the screening threshold is kept: one ciphertext each, but
+#: each entry keeps its sums object alive (a hub: ~10,000 sums, ≈ 8 MB with Paillier), hence few.
+SMALL_TOTALS = 8
 
 
 class NodeSums:
@@ -76,6 +79,10 @@ class NodeSums:
         self.hubs = 0
         self._bottom: tuple[tuple[int, ...], np.ndarray, Sums] | None = None
         self._hub_counts: dict[tuple[int, ...], int | None] = {}
+        # screening: per (source sums object's id, size threshold) uses so far and, once worth it,
+        # (the sums object, mask of its entries below the threshold, their encrypted total)
+        self._screen_uses: dict[tuple[int, int], int] = {}
+        self._small_totals: "OrderedDict[tuple[int, int], tuple[object, np.ndarray, object]]" = OrderedDict()
 
     # -- from the rows ---------------------------------------------------------------------
     def cells(self, row_class: np.ndarray, n_classes: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -252,7 +259,26 @@ class NodeSums:
         self._remember(levels, np.asarray(classes.codes), sums)
         return sums
 
-    def selected_sum(self, classes: Classes, selected: np.ndarray) -> tuple[object, int, bool]:
+    def _small_total(self, values: object, small: np.ndarray, threshold: int) -> object | None:
+        """The encrypted total of `values`' entries in `small` (entries of classes below
+        `threshold`), kept while `values` is: from its second screening on (the first might be
+        its only one)."""
+        key = (id(values), threshold)
+        cached = self._small_totals.get(key)
+        if cached is not None and cached[0] is values:
+            self._small_totals.move_to_end(key)
+            return cached[2]
+        uses = self._screen_uses[key] = self._screen_uses.get(key, 0) + 1
+        if uses < 2:
+            return None
+        total = self.key.subset_sum(values, np.flatnonzero(small))
+        self._small_totals[key] = (values, small, total)
+        while len(self._small_totals) > SMALL_TOTALS:
+            self._small_totals.popitem(last=False)
+        return total
+
+    def selected_sum(self, classes: Classes, selected: np.ndarray,
+                     threshold: int | None = None) -> tuple[object, int, bool]:
         """One encrypted sum over the node's `selected` classes, without the node's own sums.
 
         Summed from the finest cached node below (a hub made as for a full check, else the
@@ -261,6 +287,12 @@ class NodeSums:
         the selected classes cover more than half of that node's, the others are summed
         instead (`complement`): every class's rows together are all rows, so the key holder,
         who knows the number of real rows, subtracts.
+
+        With `threshold` (the selected classes are exactly those of helper-side size below it),
+        every entry picked lies in a class below it too (a source class holds part of its node
+        class's rows), so the sum is also the source's total below the threshold (cached per
+        source) minus the entries there that are not picked: near the source (few merges) far
+        fewer multiplications than either side, and the same ciphertext as the direct sum.
 
         Returns (the total as a one-element sums object, the helper-side bound of it, complement).
         """
@@ -286,11 +318,34 @@ class NodeSums:
         pick = np.asarray(selected, dtype=bool)[mapping]
         if name.startswith("hist/"):
             pick = np.repeat(pick, self.grouper.sensitive_sizes[name.split("/", 1)[1]])
-        complement = 2 * int(np.count_nonzero(pick)) > pick.size
+        bounds = np.asarray(bounds, dtype=np.int64)
+        picked = int(np.count_nonzero(pick))
+        if threshold is not None and min(picked, pick.size - picked) > 0:
+            via = self._via_small_total(name, values, bounds, pick, picked, threshold)
+            if via is not None:
+                return via, int(bounds[pick].sum()), False
+        complement = 2 * picked > pick.size
         if complement:
             pick = ~pick
         total = self.key.subset_sum(values, np.flatnonzero(pick))
-        return total, int(np.asarray(bounds, dtype=np.int64)[pick].sum()), complement
+        return total, int(bounds[pick].sum()), complement
+
+    def _via_small_total(self, name: str, values: object, bounds: np.ndarray, pick: np.ndarray,
+                         picked: int, threshold: int) -> object | None:
+        """The picked entries' sum as (total below the threshold) − (entries there not picked),
+        where that is cheaper than the direct sum or its complement; None otherwise."""
+        class_sizes = bounds
+        if name.startswith("hist/"):
+            d = self.grouper.sensitive_sizes[name.split("/", 1)[1]]
+            class_sizes = np.repeat(bounds.reshape(-1, d).sum(axis=1), d)
+        small = class_sizes < threshold
+        rest = small & ~pick
+        if (pick & ~small).any() or int(np.count_nonzero(rest)) >= min(picked, pick.size - picked):
+            return None
+        total = self._small_total(values, small, threshold)
+        if total is None:
+            return None
+        return self.key.difference(total, self.key.subset_sum(values, np.flatnonzero(rest)))
 
     def close(self) -> None:
         """Free what is shared beyond memory (the bottom node's sums); idempotent."""

@@ -281,7 +281,7 @@ class EncryptedCountChecker(Checker):
         then needs no sums of the node's classes either (`NodeSums.selected_sum`).
         """
         small = np.asarray(classes.stats.sizes, dtype=np.int64) < self.implied_k
-        total, bound, complement = self.sums.selected_sum(classes, small)
+        total, bound, complement = self.sums.selected_sum(classes, small, threshold=self.implied_k)
         control = {"levels": list(levels), "screen": True, "complement": complement}
         return codec.pack_message({"control": json.dumps(control).encode(),
                                    "small": self.key.sums_message(total, [bound])})

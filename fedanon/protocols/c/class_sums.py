@@ -58,7 +58,11 @@ _KEY_LIMIT = 2.0 ** 62
 SHARE_LIMIT = 400_000
 #: Sources whose encrypted total below the screening threshold is kept: one ciphertext each, but
 #: each entry keeps its sums object alive (a hub: ~10,000 sums, ≈ 8 MB with Paillier), hence few.
-SMALL_TOTALS = 8
+SMALL_TOTALS = 4
+#: Screening sums kept to start later ones from (`NodeSums._via_earlier`): one ciphertext and
+#: one mask over the source's entries each, over at most `SCREEN_SOURCES` sources.
+SCREEN_RECORDS = 64
+SCREEN_SOURCES = 4
 
 
 class NodeSums:
@@ -83,6 +87,9 @@ class NodeSums:
         # (the sums object, mask of its entries below the threshold, their encrypted total)
         self._screen_uses: dict[tuple[int, int], int] = {}
         self._small_totals: "OrderedDict[tuple[int, int], tuple[object, np.ndarray, object]]" = OrderedDict()
+        self._screens: list[tuple[object, tuple[int, ...], int, np.ndarray, object]] = []
+        # screening sums by difference only where the scheme subtracts cheaply (Paillier)
+        self._subtracts = type(key).difference is not CounterPublicKey.difference
 
     # -- from the rows ---------------------------------------------------------------------
     def cells(self, row_class: np.ndarray, n_classes: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -320,15 +327,58 @@ class NodeSums:
             pick = np.repeat(pick, self.grouper.sensitive_sizes[name.split("/", 1)[1]])
         bounds = np.asarray(bounds, dtype=np.int64)
         picked = int(np.count_nonzero(pick))
+        if not self._subtracts:
+            threshold = None
         if threshold is not None and min(picked, pick.size - picked) > 0:
-            via = self._via_small_total(name, values, bounds, pick, picked, threshold)
+            via = self._via_earlier(values, levels, threshold, pick, picked)
+            if via is None:
+                via = self._via_small_total(name, values, bounds, pick, picked, threshold)
             if via is not None:
+                self._record(values, levels, threshold, pick, via)
                 return via, int(bounds[pick].sum()), False
         complement = 2 * picked > pick.size
+        if threshold is not None and not complement:
+            total = self.key.subset_sum(values, np.flatnonzero(pick))
+            self._record(values, levels, threshold, pick, total)
+            return total, int(bounds[pick].sum()), False
         if complement:
             pick = ~pick
         total = self.key.subset_sum(values, np.flatnonzero(pick))
         return total, int(bounds[pick].sum()), complement
+
+    def _via_earlier(self, values: object, levels: tuple[int, ...], threshold: int, pick: np.ndarray,
+                     picked: int) -> object | None:
+        """The picked entries' sum from an earlier screening sum over the same source at a node
+        M below this one: M's small classes hold every small class's rows of this node (a
+        class only grows as the node coarsens), so the sum is M's minus the entries M picked
+        and this node does not -- few where M is this node's neighbour on a search path."""
+        best, best_cost = None, min(picked, pick.size - picked)
+        for rec_values, rec_levels, rec_threshold, rec_pick, rec_total in self._screens:
+            if rec_values is not values or rec_threshold != threshold or \
+                    not all(a <= b for a, b in zip(rec_levels, levels)):
+                continue
+            rest = rec_pick & ~pick
+            cost = int(np.count_nonzero(rest))
+            if cost < best_cost and not (pick & ~rec_pick).any():
+                best, best_cost = (rec_total, rest), cost
+        if best is None:
+            return None
+        return self.key.difference(best[0], self.key.subset_sum(values, np.flatnonzero(best[1])))
+
+    def _record(self, values: object, levels: tuple[int, ...], threshold: int, pick: np.ndarray,
+                total: object) -> None:
+        """Keep a screening sum (not a complement) for `_via_earlier`: at most `SCREEN_RECORDS`,
+        over at most `SCREEN_SOURCES` sums objects (each record keeps its source alive)."""
+        self._screens.append((values, levels, threshold, pick, total))
+        if len(self._screens) > SCREEN_RECORDS:
+            self._screens.pop(0)
+        sources: list[object] = []
+        for rec in reversed(self._screens):
+            if not any(rec[0] is v for v in sources):
+                sources.append(rec[0])
+        if len(sources) > SCREEN_SOURCES:
+            keep = sources[:SCREEN_SOURCES]
+            self._screens = [rec for rec in self._screens if any(rec[0] is v for v in keep)]
 
     def _via_small_total(self, name: str, values: object, bounds: np.ndarray, pick: np.ndarray,
                          picked: int, threshold: int) -> object | None:
@@ -349,6 +399,8 @@ class NodeSums:
 
     def close(self) -> None:
         """Free what is shared beyond memory (the bottom node's sums); idempotent."""
+        self._screens.clear()
+        self._small_totals.clear()
         if self._bottom is not None:
             for sums, _ in self._bottom[2].values():
                 self.key.unload(sums)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedanon.crypto import paillier_rows
 from fedanon.crypto.counters import generate_counter_key
 from fedanon.engine import AnonymizationConfig, EncodedTable, read_table_csv
 from fedanon.engine.anonymizer import prepare_structure
@@ -112,7 +113,7 @@ def test_a_hub_saves_roll_up_work(padded, monkeypatch):
 
 
 @pytest.mark.parametrize("attr", [None, "occupation"])
-def test_screening_sums_are_the_product_of_the_small_classes_rows(padded, attr):
+def test_screening_sums_are_the_product_of_the_small_classes_rows(padded, attr, monkeypatch):
     """Paillier screening sums (`selected_sum` with the size threshold): whichever way they are
     formed -- directly, as the complement, or as a source's cached total below the threshold
     minus what is not picked -- the ciphertext is exactly the product of the row counters of
@@ -126,6 +127,18 @@ def test_screening_sums_are_the_product_of_the_small_classes_rows(padded, attr):
     key = generate_counter_key("paillier")
     pub = key.public_key
     rows = pub.key.ciphertexts_from_bytes(b"".join(pub.encrypt_counters(real.tolist(), workers=1)))
+    # the bottom's and the hubs' sums go to the pool workers, as on full-size tables
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_SUBSET", 8)
+    shared = []
+    inner_share = pub.share_sums
+
+    def share(values, workers=None):
+        out = inner_share(values, workers)
+        shared.append(out)
+        return out
+
+    pub.share_sums = share  # type: ignore[method-assign]
     sums = NodeSums(structure, pub, rows, None, [] if attr is None else [attr])
     differences = []
     inner = pub.difference
@@ -175,4 +188,6 @@ def test_screening_sums_are_the_product_of_the_small_classes_rows(padded, attr):
         assert bound == int(in_sum.sum())
     assert len(differences) > 5  # sums were formed by difference (earlier screenings, cached totals)
     assert sum(earlier) >= 3  # ... among them from the previous node of the path
+    assert sums.hubs > 0 and len(shared) > 1 and any(s._block is not None for s in shared)
     sums.close()
+    assert all(s._block is None for s in shared)  # every shared block (bottom, hubs) released

@@ -34,9 +34,10 @@ MIN_PARALLEL_SUBSET = 1024
 
 # worker side: parsed blocks by shared-memory name (a worker serves a few runs at most)
 _parsed: "OrderedDict[str, list[mpz]]" = OrderedDict()
-#: Parsed blocks a worker keeps: one run's row counters and the helper's bottom-node sums,
-#: twice with delta-presence (research-subset counters); more would be parsed anew on use.
-_PARSED_BLOCKS = 4
+#: Parsed blocks a worker keeps: one run's row counters, the helper's bottom-node sums (twice
+#: with delta-presence: research-subset counters) and its hubs' sums (a few at a time); more
+#: would be parsed anew on use. A hub's ≈ 10,000 sums are ≈ 8 MB parsed.
+_PARSED_BLOCKS = 12
 
 
 def _rows_of(name: str, count: int, width: int) -> list[mpz]:

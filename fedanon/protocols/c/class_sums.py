@@ -212,9 +212,14 @@ class NodeSums:
         bottom_keys, sizes = self._keys_at(bottom, codes, hub)  # type: ignore[misc]  # fits: _hub_count counted it
         keys, mapping = np.unique(bottom_keys, return_inverse=True)
         hub_codes = np.stack(np.unravel_index(keys, sizes), axis=1).astype(np.int32)
-        hub_sums = self.rolled(mapping.ravel(), len(keys), base)
+        # shared with the pool as the bottom's are: the path heads above and their screening
+        # sums roll up from a hub many times (ADULT, k = 5, 5 %: 20-60 screening sums per hub)
+        hub_sums = {name: (self.key.share_sums(values, workers=None) if len(bounds) <= SHARE_LIMIT else values,
+                           bounds)
+                    for name, (values, bounds) in self.rolled(mapping.ravel(), len(keys), base).items()}
         self.hubs += 1
-        self._remember(hub, hub_codes, hub_sums)
+        if not self._remember(hub, hub_codes, hub_sums):
+            self._unload(hub_sums)  # usable for this node in this process, not kept
         return hub, hub_codes, hub_sums
 
     def _via_hub(self, levels: tuple[int, ...], classes: Classes) -> Sums | None:
@@ -226,15 +231,24 @@ class NodeSums:
         return None if mapping is None else self.rolled(mapping, classes.count, hub_sums)
 
     # -- the cache -------------------------------------------------------------------------------
-    def _remember(self, levels: tuple[int, ...], codes: np.ndarray, sums: Sums) -> None:
+    def _remember(self, levels: tuple[int, ...], codes: np.ndarray, sums: Sums) -> bool:
+        """Cache a node's sums (False: not cached -- already there, or too many classes)."""
         if levels in self._sums or codes.shape[0] > CACHE_CLASSES // 4:
-            return
+            return False
         self._sums[levels] = sums
         self._codes[levels] = np.asarray(codes)
         self._cached_classes += codes.shape[0]
         while len(self._sums) > CACHE_NODES or self._cached_classes > CACHE_CLASSES:
-            old, _ = self._sums.popitem(last=False)
+            old, dropped = self._sums.popitem(last=False)
             self._cached_classes -= self._codes.pop(old).shape[0]
+            self._unload(dropped)
+        return True
+
+    def _unload(self, sums: Sums) -> None:
+        """Free what a node's sums hold beyond memory (a hub's shared block); they stay usable
+        in this process (a screening record may still refer to them)."""
+        for values, _ in sums.values():
+            self.key.unload(values)
 
     def node(self, classes: Classes, rolled: bool) -> Sums:
         """Encrypted sums of the node `classes` (from the grouper; `rolled`: it rolled them up
@@ -401,6 +415,8 @@ class NodeSums:
         """Free what is shared beyond memory (the bottom node's sums); idempotent."""
         self._screens.clear()
         self._small_totals.clear()
+        for sums in self._sums.values():
+            self._unload(sums)
         if self._bottom is not None:
             for sums, _ in self._bottom[2].values():
                 self.key.unload(sums)

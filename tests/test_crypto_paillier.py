@@ -134,7 +134,8 @@ def test_fixed_base_table_matches_plain_exponentiation(sk):
 
     pk = sk.public_key
     table = pk._table()
-    for a in (0, 1, 63, 64, (1 << 1536) - 1, int(_randbits(1536)), int(_randbits(1536))):
+    b = pk.randomizer_bits
+    for a in (0, 1, 63, 64, (1 << b) - 1, int(_randbits(b)), int(_randbits(b))):
         assert table.pow(a) == pow(int(pk.hs), a, int(pk.nsquare))
 
 
@@ -145,7 +146,7 @@ def test_key_holder_crt_encryption_is_the_public_encryption(sk, monkeypatch):
 
     pk = sk.public_key
     for m in (0, 1, 2, 40000, pk.max_plaintext):
-        a = paillier._randbits(1536)
+        a = paillier._randbits(pk.randomizer_bits)
         monkeypatch.setattr(paillier, "_randbits", lambda bits, a=a: a)
         assert sk.encrypt(m) == pk.encrypt(m)
         monkeypatch.undo()
@@ -244,3 +245,54 @@ def test_small_decryption_is_exact_below_the_bound_and_only_there(sk):
     ones = [1] * packer.slots
     assert packer.pack_plain(ones) == [bound - 1]
     assert packer.unpack(sk, packer.pack(pk.encrypt_many(ones, workers=1)), len(ones)) == ones
+
+
+def test_randomizer_exponent_has_the_documented_length(sk, monkeypatch):
+    """Every batch ciphertext is exactly (1 + m·n)·h_s^a mod n² for an exponent a of
+    `randomizer_bits` (320) bits: recorded as drawn and recomputed with plain powmod, for the
+    public and the key holder's CRT path. Catches a randomizer of another length (e.g. the old
+    1536 bits, or one too short) and a wrong combination of message and randomizer."""
+    from gmpy2 import mpz
+
+    from fedanon.crypto import fixedbase, paillier
+
+    pk = sk.public_key
+    assert pk.randomizer_bits == paillier.RANDOMIZER_BITS == 320
+    drawn: list[tuple[int, np.ndarray]] = []
+    real = fixedbase.random_exponents
+
+    def recording(count: int, exp_bits: int) -> np.ndarray:
+        raw = real(count, exp_bits)
+        drawn.append((exp_bits, raw.copy()))
+        return raw
+
+    monkeypatch.setattr(fixedbase, "random_exponents", recording)
+    values = [1, 0, 7, 1, 0] * 30
+    for encrypt in (pk.encrypt_many, sk.encrypt_many):
+        cts = encrypt(values, workers=1)
+        bits, raw = drawn.pop()
+        assert bits == 320 and raw.shape == (len(values), 40)
+        for m, c, row in zip(values, cts, raw):
+            a = int.from_bytes(bytes(row), "big")
+            assert a < 1 << 320
+            assert c == (1 + m * pk.n) * pow(pk.hs, mpz(a), pk.nsquare) % pk.nsquare
+            assert sk.decrypt(c) == m
+    assert max(int.from_bytes(bytes(r), "big") for r in raw).bit_length() > 300  # the top bits are used
+
+
+def test_randomizer_exponent_length_below_twice_the_security_level_is_refused(sk):
+    """Below 2·128 bits the kangaroo attack on h_s^a costs under 2^128: refused, as is a length
+    above ⌈|n|/2⌉ (DJN's own); the chosen length survives pickling (pool workers encrypt with it)
+    and does not change the key's bytes (decryption does not depend on it)."""
+    import pickle
+
+    pk = sk.public_key
+    for bad in (0, 128, 255, pk.bits // 2 + 1):
+        with pytest.raises(KeyFormatError, match="randomizer exponent"):
+            PaillierPublicKey(pk.n, pk.hs, randomizer_bits=bad)
+    long = PaillierPublicKey(pk.n, pk.hs, randomizer_bits=1536)
+    assert pickle.loads(pickle.dumps(long)).randomizer_bits == 1536
+    assert long.to_bytes() == pk.to_bytes() and PaillierPublicKey.from_bytes(pk.to_bytes()).randomizer_bits == 320
+    short = PaillierPublicKey(pk.n, pk.hs, randomizer_bits=256)
+    for key in (long, short):
+        assert [sk.decrypt(c) for c in key.encrypt_many([3, 0, 1], workers=1)] == [3, 0, 1]

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from fedanon.crypto import paillier_rows
+from fedanon.crypto import paillier, paillier_rows
 from fedanon.crypto.counters import counter_values, generate_counter_key
 from fedanon.crypto.paillier_rows import SharedPaillierRows
 
@@ -60,3 +60,50 @@ def test_counter_key_loads_for_all_cores_and_unloads(key, monkeypatch):
         assert key.decrypt_class_counts(final, 60) == [int(r) for r in reversed(real)]
     finally:
         pub.unload(loaded)
+
+
+def test_subset_sum_over_workers_is_the_plain_sum_of_exactly_those_entries(key, monkeypatch):
+    """A screening sum over shared sums: split over the workers it is the very product of the
+    picked entries (each entry once, none other) and decrypts to the plaintext total; an entry
+    out of range is refused, not wrapped round."""
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_ROWS", 16)
+    monkeypatch.setattr(paillier_rows, "MIN_PARALLEL_SUBSET", 8)
+    pub = key.public_key
+    pk = pub.key
+    values = [i % 5 for i in range(300)]
+    shared = pub.share_sums(pk.encrypt_many(values, workers=1), workers=2)
+    rng = random.Random(5)
+    try:
+        assert isinstance(shared, SharedPaillierRows) and shared._block is not None
+        for size in (0, 3, 8, 77, 300):
+            rows = sorted(rng.sample(range(300), size))
+            got = pub.subset_sum(shared, rows)
+            assert got == paillier.class_products(((shared[r], 0) for r in rows), 1, pk.nsquare)
+            message = pub.sums_message(got, [4 * 300])
+            assert key.decrypt_class_counts(message, 1) == [sum(values[r] for r in rows)]
+        with pytest.raises(ValueError):
+            shared.subset_sum([0, 300])
+    finally:
+        pub.unload(shared)
+
+
+def test_grouped_sums_over_workers_equal_plain_sums_for_both_schemes(key, monkeypatch):
+    """The helper's suppression marginals: one sum per class of every grouping, spread over the
+    workers for Paillier, equal to the plaintext sums per grouping (and to ElGamal's path)."""
+    from fedanon.crypto import counters
+
+    monkeypatch.setattr(counters, "_GROUPED_MIN_WORK", 8)
+    rng = random.Random(7)
+    values = [rng.choice([0, 0, 1, 3]) for _ in range(120)]
+    groupings = [(np.asarray([rng.randrange(d) for _ in values]), d) for d in (1, 2, 9, 40)]
+    for scheme_key in (key, generate_counter_key("elgamal")):
+        pub = scheme_key.public_key
+        sums = pub.grouped_sums(pub.encrypt_values(values, workers=1), groupings, workers=2)
+        assert len(sums) == len(groupings)
+        for (ids, d), s in zip(groupings, sums):
+            message = pub.sums_message(s, [3 * len(values)] * d)
+            assert scheme_key.decrypt_class_counts(message, d) == \
+                np.bincount(ids, weights=values, minlength=d).astype(int).tolist()
+    with pytest.raises(ValueError):
+        key.public_key.grouped_sums(key.public_key.encrypt_values(values[:20], workers=1), [(np.arange(20), 5)],
+                                    workers=2)

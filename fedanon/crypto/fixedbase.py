@@ -1,7 +1,8 @@
 """Fixed-base exponentiation h^e mod m by the Lim-Lee comb, for Paillier's DJN randomizers.
 
 Protocol C encrypts one counter per row: each costs one h_s^e mod n² with a fresh uniform
-1536-bit e (3072-bit key), the one cost that grows with the table. The base never changes
+e (320 bits, `paillier.RANDOMIZER_BITS`; DJN's own length is 1536 at a 3072-bit key), the
+one cost that grows with the table. The comparison below is at 1536 bits. The base never changes
 within a run, so a precomputed table trades memory for multiplications. Two ways, same
 table size T, b-bit exponents:
 

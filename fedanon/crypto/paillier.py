@@ -8,10 +8,12 @@ attacks both, at a 3072-bit modulus (≈ 128-bit security):
 
 * g = n + 1, so g^m = 1 + m·n mod n² (no exponentiation for the message part).
 * Randomizers (the expensive r^n mod n²) use the Damgård-Jurik-Nielsen form h_s^a with
-  h_s = (-x²)^n mod n² published with the public key and a of ⌈k/2⌉ bits (k = |n|), as in
-  DJN's paper and the ABY framework; a fixed-base comb table (`fixedbase.Comb`, sized per
-  batch) turns each randomizer into ~k/26 modular multiplications plus a few squarings. The
-  classic r^n with a full random r stays available (`fast=False`), and is what `phe` does.
+  h_s = (-x²)^n mod n² published with the public key and a uniform exponent a of
+  `RANDOMIZER_BITS` = 320 bits (DJN's paper takes ⌈k/2⌉ = 1536 bits, k = |n|; both lengths
+  rest on a short-exponent assumption, see `RANDOMIZER_BITS`); a fixed-base comb table
+  (`fixedbase.Comb`, sized per batch) turns each randomizer into ~25 modular
+  multiplications plus a few squarings. The classic r^n with a full random r stays
+  available (`fast=False`), and is what `phe` does.
 * The key holder decrypts with the CRT (two half-size exponentiations).
 * `CountPacker` packs ~95 class counts (16-bit slots) into one ciphertext with Horner's
   scheme over fixed-width slots, computed homomorphically by the helper, so the key holder
@@ -39,6 +41,19 @@ DEFAULT_BITS = 3072
 MIN_BITS = 3072
 #: Batches below this many items run in the calling process (`parallel.map_batches`).
 _MIN_PARALLEL = 64
+#: Bits of the DJN randomizer exponent a in h_s^a. Why 320: a is a *short* exponent (the
+#: order of <h_s> has ~|n| bits), so semantic security rests on DCR plus the assumption that
+#: h_s^a with a uniform a < 2^320 cannot be told from a random element of <h_s>. The best
+#: known attacks are factoring n (≈ 2^128 at 3072 bits) or an interval discrete logarithm
+#: (Pollard's kangaroo, ≈ 2^(b/2) = 2^160 for one ciphertext; solving the easiest one of L
+#: ciphertexts under one key costs about 2^(b/2)/√L, so still ≥ 2^128 for up to 2^64
+#: ciphertexts). Van Oorschot-Wiener's speed-up (Pohlig-Hellman on small factors of the
+#: group order first) needs that order, i.e. the factorization of n. 2·128 + 64 bits, the
+#: 64 as the multi-target margin. The same assumption as NIST SP 800-56A's 2s-bit private
+#: exponents in safe-prime groups, transferred to a group of unknown order; not proved.
+RANDOMIZER_BITS = 320
+#: Below twice the security level the kangaroo attack alone is under 2^128: refused.
+MIN_RANDOMIZER_BITS = 256
 
 
 def _randbits(bits: int) -> mpz:
@@ -86,9 +101,9 @@ def _cached_table(key: tuple, build: Callable[[], T]) -> T:
 class PaillierPublicKey:
     """Encrypts and adds; held by every party and the helper."""
 
-    __slots__ = ("n", "nsquare", "hs", "bits", "_byte_len", "_rbits")
+    __slots__ = ("n", "nsquare", "hs", "bits", "_byte_len", "_rbits", "randomizer_bits")
 
-    def __init__(self, n: int, hs: int | None = None) -> None:
+    def __init__(self, n: int, hs: int | None = None, randomizer_bits: int = RANDOMIZER_BITS) -> None:
         n = mpz(n)
         if n.bit_length() < MIN_BITS or n % 2 == 0:
             raise KeyFormatError(f"Paillier modulus must be an odd number of >= {MIN_BITS} bits, got {n.bit_length()}")
@@ -100,6 +115,11 @@ class PaillierPublicKey:
             raise KeyFormatError("Paillier DJN base h_s is out of range")
         self._byte_len = (self.nsquare.bit_length() + 7) // 8
         self._rbits = (self.bits + 1) // 2
+        # the encryptor's choice (not part of the key's bytes): decryption does not depend on it
+        if not MIN_RANDOMIZER_BITS <= randomizer_bits <= self._rbits:
+            raise KeyFormatError(f"DJN randomizer exponent must have {MIN_RANDOMIZER_BITS}..{self._rbits} bits "
+                                 f"(twice the 128-bit security level at least), got {randomizer_bits}")
+        self.randomizer_bits = int(randomizer_bits)
 
     # -- serialization ----------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -122,7 +142,8 @@ class PaillierPublicKey:
         return cls(n, int.from_bytes(hb, "big") if lh else None)
 
     def __reduce__(self):
-        return (PaillierPublicKey, (int(self.n), int(self.hs) if self.hs is not None else None))
+        return (PaillierPublicKey, (int(self.n), int(self.hs) if self.hs is not None else None,
+                                    self.randomizer_bits))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PaillierPublicKey) and other.n == self.n and other.hs == self.hs
@@ -151,12 +172,12 @@ class PaillierPublicKey:
                              lambda: fixedbase.Comb(self.hs, self.nsquare, shape))
 
     def _single_shape(self) -> fixedbase.CombShape:
-        return fixedbase.CombShape(self._rbits, fixedbase.DEFAULT_SHAPE_ROWS, fixedbase.DEFAULT_SHAPE_BLOCKS)
+        return fixedbase.CombShape(self.randomizer_bits, fixedbase.DEFAULT_SHAPE_ROWS, fixedbase.DEFAULT_SHAPE_BLOCKS)
 
     def randomizer(self, fast: bool = True) -> mpz:
         """A fresh r^n mod n²-type factor (DJN fixed-base if available and `fast`)."""
         if fast and self.hs is not None:
-            return self._table().pow(_randbits(self._rbits))
+            return self._table().pow(_randbits(self.randomizer_bits))
         return gmpy2.powmod(_random_unit(self.n), self.n, self.nsquare)
 
     def _check_plain(self, m: int) -> mpz:
@@ -182,7 +203,7 @@ class PaillierPublicKey:
                      progress: parallel.ChunkProgress | None = None) -> list[mpz]:
         """Encrypt a batch over all cores (`workers=None`), results in input order; the comb
         table fits what each worker encrypts (`fixedbase.shape_for`)."""
-        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self._rbits)
+        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self.randomizer_bits)
         return parallel.map_batches(functools.partial(_encrypt_chunk, self, fast, shape), ms, workers=workers,
                                     min_parallel=_MIN_PARALLEL, progress=progress)
 
@@ -340,7 +361,7 @@ class PaillierPrivateKey:
 
     def encrypt(self, m: int) -> mpz:
         """The same ciphertext distribution as `PaillierPublicKey.encrypt` (DJN: (1 + m·n)·h_s^a mod n²,
-        a uniform of ⌈|n|/2⌉ bits), computed mod p² and mod q² and recombined (CRT).
+        a uniform of `randomizer_bits` bits), computed mod p² and mod q² and recombined (CRT).
 
         Why: only the key holder knows p and q, and Protocol C's key holder encrypts its own row
         counters too; two fixed-base exponentiations modulo the half-size squares cost ≈ 0.6 of one
@@ -351,7 +372,7 @@ class PaillierPrivateKey:
             return pk.encrypt(m)
         m = pk._check_plain(m)
         tp, tq = self._crt_tables()
-        a = _randbits(pk._rbits)
+        a = _randbits(pk.randomizer_bits)
         return self._crt_combine(1 + m * pk.n, tp.pow(a), tq.pow(a))
 
     def _encrypt_chunk(self, ms: Sequence[int], shape: fixedbase.CombShape) -> list[mpz]:
@@ -368,7 +389,7 @@ class PaillierPrivateKey:
                      progress: parallel.ChunkProgress | None = None) -> list[mpz]:
         """`encrypt` over all cores (`workers=None`), results in input order, with the comb
         that fits each worker's share (`fixedbase.shape_for`)."""
-        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self.public_key._rbits)
+        shape = fixedbase.shape_for(_per_worker(len(ms), workers), self.public_key.randomizer_bits)
         return parallel.map_batches(functools.partial(_encrypt_crt_chunk, self, shape), ms, workers=workers,
                                     min_parallel=_MIN_PARALLEL, progress=progress)
 

@@ -28,12 +28,16 @@ from fedanon.kit.shm import SharedMemory, attached, create_block, release
 
 #: Below this many rows per node the sums run in the calling process.
 MIN_PARALLEL_ROWS = 4096
+#: A one-element sum (`subset_sum`) of fewer entries runs in the calling process: below it the
+#: pool round trip (~ a few ms) costs more than the multiplications (~10 µs each) it spreads.
+MIN_PARALLEL_SUBSET = 1024
 
 # worker side: parsed blocks by shared-memory name (a worker serves a few runs at most)
 _parsed: "OrderedDict[str, list[mpz]]" = OrderedDict()
-#: Parsed blocks a worker keeps: one run's row counters and the helper's bottom-node sums,
-#: twice with delta-presence (research-subset counters); more would be parsed anew on use.
-_PARSED_BLOCKS = 4
+#: Parsed blocks a worker keeps: one run's row counters, the helper's bottom-node sums (twice
+#: with delta-presence: research-subset counters) and its hubs' sums (a few at a time); more
+#: would be parsed anew on use. A hub's ≈ 10,000 sums are ≈ 8 MB parsed.
+_PARSED_BLOCKS = 12
 
 
 def _rows_of(name: str, count: int, width: int) -> list[mpz]:
@@ -63,12 +67,14 @@ def _class_products(block: tuple[str, int, int], nsquare: mpz,
 class SharedPaillierRows:
     """Row ciphertexts the helper sums per class, in the calling process and in pool workers."""
 
-    def __init__(self, key: PaillierPublicKey, ciphertexts: list[mpz], workers: int | None = None) -> None:
+    def __init__(self, key: PaillierPublicKey, ciphertexts: list[mpz], workers: int | None = None,
+                 min_rows: int | None = None) -> None:
+        """`min_rows` (default `MIN_PARALLEL_ROWS`): fewer rows stay in this process only."""
         self.key = key
         self.rows = ciphertexts
         self.workers = parallel.resolve_workers(workers)
         self._block: SharedMemory | None = None
-        if self.workers > 1 and len(ciphertexts) >= MIN_PARALLEL_ROWS:
+        if self.workers > 1 and len(ciphertexts) >= (MIN_PARALLEL_ROWS if min_rows is None else min_rows):
             data = key.ciphertexts_to_bytes(ciphertexts)
             try:
                 self._block = create_block(len(data))
@@ -111,6 +117,39 @@ class SharedPaillierRows:
         parts = parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
                                      workers=self.workers, chunk_size=1, min_parallel=2)
         return [c for part in parts for c in part]
+
+    def sums_by_groupings(self, groupings: Sequence[tuple[np.ndarray, int]]) -> list[list[mpz]]:
+        """For each (class id per row, class count): the per-class sums, one grouping per pool
+        task (the helper's suppression marginals: every class sum once per QI)."""
+        checked = []
+        for ids, n_classes in groupings:
+            ids = np.asarray(ids, dtype=np.int64)
+            if ids.shape != (len(self.rows),) or (ids.size and (ids.min() < 0 or ids.max() >= n_classes)):
+                raise ValueError(f"a grouping needs one class id in [0, {n_classes}) per row ({len(self.rows)})")
+            checked.append((ids, int(n_classes)))
+        if self._block is None or len(checked) < 2:
+            return [self.key.sum_by_class(self.rows, ids.tolist(), n) for ids, n in checked]
+        every = np.arange(len(self.rows), dtype=np.int64).tobytes()
+        tasks = [(every, ids.tobytes(), n) for ids, n in checked]
+        block = (self._block.name, len(self.rows), self.key.ciphertext_bytes)
+        return parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
+                                    workers=self.workers, chunk_size=1, min_parallel=2)
+
+    def subset_sum(self, rows: Sequence[int] | np.ndarray) -> list[mpz]:
+        """[Enc(sum of the entries at `rows`)]: over the pool workers in equal row ranges where
+        there are many (the helper's screening sums over the bottom node's ~20,600 sums), each
+        worker's partial product multiplied here; else in this process."""
+        picked = np.asarray(rows, dtype=np.int64).ravel()
+        if picked.size and (picked.min() < 0 or picked.max() >= len(self.rows)):
+            raise ValueError(f"subset rows must lie in [0, {len(self.rows)})")
+        if self._block is None or picked.size < MIN_PARALLEL_SUBSET:
+            return class_products(((self.rows[i], 0) for i in picked.tolist()), 1, self.key.nsquare)
+        zeros = np.zeros(-(-picked.size // self.workers), dtype=np.int64)
+        tasks = [(part.tobytes(), zeros[: part.size].tobytes(), 1) for part in np.array_split(picked, self.workers)]
+        block = (self._block.name, len(self.rows), self.key.ciphertext_bytes)
+        parts = parallel.map_batches(functools.partial(_class_products, block, self.key.nsquare), tasks,
+                                     workers=self.workers, chunk_size=1, min_parallel=2)
+        return class_products(((part[0], 0) for part in parts), 1, self.key.nsquare)
 
     def close(self) -> None:
         if self._block is not None:

@@ -290,7 +290,7 @@ class EncryptedCountChecker(Checker):
         then needs no sums of the node's classes either (`NodeSums.selected_sum`).
         """
         small = np.asarray(classes.stats.sizes, dtype=np.int64) < self.implied_k
-        total, bound, complement = self.sums.selected_sum(classes, small)
+        total, bound, complement = self.sums.selected_sum(classes, small, threshold=self.implied_k)
         control = {"levels": list(levels), "screen": True, "complement": complement}
         return codec.pack_message({"control": json.dumps(control).encode(),
                                    "small": self.key.sums_message(total, [bound])})
@@ -368,18 +368,14 @@ class EncryptedCountChecker(Checker):
             small = np.setdiff1d(np.arange(classes.count), perm)
             for c, ciphertext in zip(small.tolist(), self._small_sums(classes, sums, small)):
                 by_class[c] = ciphertext
-        loaded = self.key.load(by_class)
         helper_sizes = np.asarray(classes.stats.sizes, dtype=np.int64)  # pseudotuples included: a bound
         message: dict[str, bytes] = {}
-        sizes = []
-        for i, level in enumerate(classes.levels):
-            d = len(self.structure.level_dicts[i][level])
-            codes = np.asarray(classes.codes[:, i], dtype=np.int64)
-            sums = self.key.sum_by_class(loaded, codes.tolist(), d)
-            bounds = np.bincount(codes, weights=helper_sizes, minlength=d).astype(np.int64)
+        sizes = [len(self.structure.level_dicts[i][level]) for i, level in enumerate(classes.levels)]
+        codes = [np.asarray(classes.codes[:, i], dtype=np.int64) for i in range(len(sizes))]
+        all_sums = self.key.grouped_sums(by_class, list(zip(codes, sizes)), workers=None)
+        for i, (d, sums) in enumerate(zip(sizes, all_sums)):
+            bounds = np.bincount(codes[i], weights=helper_sizes, minlength=d).astype(np.int64)
             message[f"marginal/{i}"] = self.key.sums_message(sums, bounds.tolist(), random_permutation(d).tolist())
-            sizes.append(d)
-        self.key.unload(loaded)
         self.suppression_rounds += 1
         return codec.pack_message({"control": json.dumps({"marginals": sizes}).encode(), **message})
 

@@ -39,7 +39,7 @@ from fedanon.model.privacy.psensitive import PSensitive
 from fedanon.model.privacy.reidentification import AverageRisk, HighestRisk
 from fedanon.protocols.registry import protocol_spec
 from fedanon.protocols.sim.equivalence import Central, centralized, differences
-from protocol_cases import load
+from protocol_cases import EX_ATTRS, EX_QIS, check_equivalent, load, research_subset
 
 COLUMNS = ["sex", "age", "race", "marital-status", "education", "occupation", "salary-class"]
 QIS = COLUMNS[:5]
@@ -143,3 +143,16 @@ def test_the_models_are_not_trivial_on_adult() -> None:
     assert len(central("k-map (population table)").rows) == int(sample.sum())
     counts = Counter(len(central(name).rows) for name in MODELS if name != "k-map (population table)")
     assert counts == Counter({len(rows): len(MODELS) - 1})
+
+
+@pytest.mark.parametrize("split", ["horizontal", "vertical"])
+@pytest.mark.parametrize("protocol", ["A", "B", "C"])
+def test_k_map_against_a_population_releases_the_sample_in_every_protocol(protocol: str, split: str) -> None:
+    """The 8-row example in memory: the release holds the research subset only, and every
+    primary's count check expects that (Protocol A's primaries once expected every row for
+    any model but δ-presence and refused an honest master's release)."""
+    table = load("example", EX_ATTRS)
+    config = AnonymizationConfig(EX_QIS, metric="loss", models=[KMapPopulation(2)])
+    subset = research_subset(len(table[1]))
+    run, reference = check_equivalent(protocol, table, config, split, 3, subset, OPTIONS[protocol])
+    assert reference is not None and len(reference.rows) == int(subset.sum()) < len(table[1])

@@ -9,15 +9,18 @@ codes without being the codes.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from fedanon.errors import ProtocolError
 from fedanon.model.config import AnonymizationConfig
 from fedanon.model.privacy.lkc import LKCPrivacy
+from fedanon.protocols.kit import codec
 from fedanon.protocols.c.projections import LabelledCriterion, projection_labels, read_labels
 from fedanon.stats.classes import ClassStats
-from protocol_cases import EX_ATTRS, EX_QIS, check_equivalent, load
+from protocol_cases import EX_ATTRS, EX_QIS, check_equivalent, load, run_protocol
 
 #: Without suppression the optimum is (2,1,4); with 50 % it is (2,0,4), where the criterion suppresses.
 CASES = [(0.0, {"age": 2, "sex": 1, "zipcode": 4}), (0.5, {"age": 2, "sex": 0, "zipcode": 4})]
@@ -62,3 +65,25 @@ def test_a_check_without_labels_or_with_malformed_labels_is_refused() -> None:
         read_labels(b"\x00" * 12, 2, 3)
     criterion.labels = np.array([[0], [1]])
     assert criterion.enforce_classes(stats, None, np.zeros(2, dtype=bool)).tolist() == [False, True]
+
+
+def test_the_key_holder_gets_labels_and_sums_during_the_search_never_a_cell() -> None:
+    """Every check the key holder (p1) receives carries one label per class and QI beside the
+    encrypted sums; no QI or sensitive value of the table occurs in anything it receives then;
+    the helper hears only verdicts."""
+    table = load("example", EX_ATTRS)
+    config = AnonymizationConfig(EX_QIS, metric="loss", suppression=0.5, models=[LKCPrivacy(2, 2, 0.7, "diagnosis")])
+    run, _ = run_protocol("C", table, config, "horizontal", 3, options={"counters": "elgamal"}, record=True)
+    assert not run.errors, run.errors
+    checks = [blob for _, topic, blob in run.transports["p1"].recorded if topic == "c/check"]
+    assert len(checks) > 2
+    values = {cell.encode() for row in table[1] for cell in row if len(cell) > 2}
+    for blob in checks:
+        parts = codec.unpack_message(blob)
+        control = json.loads(parts["control"])
+        if "levels" in control and "classes" in control:
+            assert len(parts["labels"]) == control["classes"] * len(EX_QIS) * 4
+        assert not any(value in blob for value in values)
+    answers = [blob for _, topic, blob in run.transports["helper"].recorded if topic == "c/answer"]
+    assert answers and all(set(json.loads(a)) <= {"anonymous", "anonymous_strict", "implied_k_ok", "loss", "bound"}
+                           for a in answers)

@@ -2,8 +2,8 @@
 horizontal and vertical, three primaries, on the whole bundled ADULT table (30,162 rows).
 
 Each (protocol, split) starts one consortium (three primary daemons, plus the helper where
-the protocol has one, over gRPC with mutual TLS on 127.0.0.1) and runs every model of MODELS
-through it, one run each: the daemons re-read their data file per run and take each run's
+the protocol has one, over gRPC with mutual TLS on 127.0.0.1; a module-scoped fixture) and
+runs every model of MODELS through it, one test and one run each: the daemons re-read their data file per run and take each run's
 privacy config from the run request, so no daemon restarts between models. Each result must
 equal the engine on the pooled plaintext (same transformation, same row multiset, and the
 independent verifier accepts the release).
@@ -122,25 +122,31 @@ def differences_from_central(name: str, transformation: dict | None, columns: li
     return problems
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("split", ["horizontal", "vertical"])
-@pytest.mark.parametrize("protocol", ["A", "B", "C"])
-def test_every_model_over_one_consortium_equals_central(protocol: str, split: str) -> None:
+#: One consortium per protocol and split; pytest orders the tests so that each starts once.
+CONSORTIA = [(protocol, split) for protocol in ("A", "B", "C") for split in ("horizontal", "vertical")]
+
+
+@pytest.fixture(scope="module", params=CONSORTIA, ids=[f"{p}-{s}" for p, s in CONSORTIA])
+def consortium(request):
+    """Three primaries (plus the helper where the protocol has one) as daemons, for every model's run."""
+    protocol, split = request.param
     rows, _, paths, sample = adult()
-    spec = protocol_spec(protocol)
-    problems: dict[str, list[str]] = {}
-    with SplitConsortium(COLUMNS, split, 3, paths, ROLES, helper=spec.needs_helper, seed_rows=rows,
-                         seed_subset=sample) as consortium:
-        assert consortium.net is not None
-        pids = {name: consortium.net.pid(name) for name in consortium.net.procs}
-        for name, make in MODELS.items():
-            run = consortium.run(rows, protocol, OPTIONS[protocol], config=make(len(rows)), subset=sample)
-            found = differences_from_central(name, result_summary(run.party_reports).get("transformation"),
-                                             run.columns, run.rows)
-            if found:
-                problems[name] = found
-        assert {name: consortium.net.pid(name) for name in pids} == pids  # one set of daemons served every run
-    assert problems == {}
+    with SplitConsortium(COLUMNS, split, 3, paths, ROLES, helper=protocol_spec(protocol).needs_helper,
+                         seed_rows=rows, seed_subset=sample) as started:
+        assert started.net is not None
+        pids = {name: started.net.pid(name) for name in started.net.procs}
+        yield protocol, started, pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_over_daemons_equals_central(consortium, name: str) -> None:
+    protocol, daemons, pids = consortium
+    rows, _, _, sample = adult()
+    run = daemons.run(rows, protocol, OPTIONS[protocol], config=MODELS[name](len(rows)), subset=sample)
+    assert differences_from_central(name, result_summary(run.party_reports).get("transformation"),
+                                    run.columns, run.rows) == []
+    assert {party: daemons.net.pid(party) for party in pids} == pids  # the same daemons serve every run
 
 
 @pytest.mark.slow

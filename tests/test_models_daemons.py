@@ -12,7 +12,7 @@ Cost: the loss metric (the cheapest one Protocol C counts), modest parameters an
 suppression; Protocol C uses ElGamal counters (Paillier is exercised by C's own tests). The
 columns are five QIs and two sensitive attributes (salary-class and occupation, the second one
 for the run with two sensitive attributes at once). The test's wall time is the cost of the
-runs: measured, it is recorded in docs/testing.md.
+runs: measured, it is recorded in docs/guide/verification.md.
 """
 
 from __future__ import annotations

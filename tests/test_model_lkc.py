@@ -137,9 +137,8 @@ def test_parsing_and_validation():
 
 
 def test_protocols_refuse_what_they_cannot_judge_before_data_moves():
-    # C: the key holder sees class sizes without QI values, the helper QI codes without sizes
-    with pytest.raises(InputError, match="Protocol C does not support .*LKC"):
-        check_supported(AnonymizationConfig(["q0"], models=[LKCPrivacy(1, 2, 0.5, "s")]))
+    # C judges the model on projection labels (tests/test_protocol_c_lkc.py): nothing to refuse
+    check_supported(AnonymizationConfig(["q0"], models=[LKCPrivacy(1, 2, 0.5, "s")]))
     # every protocol: a set of plaintext sensitive values cannot be matched against ciphertext
     hello = {"columns": ["q0", "s"], "hierarchies": ["q0"], "heights": {}, "subset": False}
     with_values = AnonymizationConfig(["q0"], models=[LKCPrivacy(1, 2, 0.5, "s", ["a"])])
@@ -232,8 +231,8 @@ def test_simulate_protocol_b_equals_central(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol,split", [("A", "vertical"), ("B", "vertical")])
-def test_simulate_protocols_a_and_b_equal_central(tmp_path, protocol, split):
+@pytest.mark.parametrize("protocol,split", [("A", "vertical"), ("B", "vertical"), ("C", "horizontal")])
+def test_simulate_protocols_equal_central(tmp_path, protocol, split):
     flags = [*QI_FLAGS, "--sensitive", "diagnosis", "--lkc", "2:2:0.7", "--suppression", "0.5"]
     sim_out, ref_out = tmp_path / "sim.csv", tmp_path / "ref.csv"
     assert main(["simulate", "--protocol", protocol, "--split", split, "--parties", "3",
@@ -244,7 +243,6 @@ def test_simulate_protocols_a_and_b_equal_central(tmp_path, protocol, split):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol,model_flags,message", [
-    ("C", ["--lkc", "2:2"], "Protocol C does not support (2,2,1)-privacy (LKC)"),
     ("B", ["--lkc", "2:2:0.7", "--lkc-values", "pneumonia"], "--lkc-values"),
 ])
 def test_simulate_refuses_before_any_data_is_sent(capsys, tmp_path, protocol, model_flags, message):

@@ -8,6 +8,13 @@ files are rewritten with that run's rows. A hybrid consortium's parties are thos
 (`fedanon.data.layout`), each dealt its columns for the persons its rule selects. A daemon reads its data file again when the file
 changed (it keeps no run's data past its data cache), so no restart is needed; the roster of
 each run names only the parties its protocol has (Protocol A's run leaves the helper out).
+
+A run may also bring its own privacy config (another model, other parameters), as long as it
+names the consortium's quasi-identifiers and only sensitive attributes the consortium's config
+gave the parties: a party's config fixes which of its columns are QIs (with their hierarchies)
+and which are sensitive, and a run cannot change that without a restart. A consortium started
+with a research subset writes the subset column for every run (every row released where a run
+brings none); a run whose models need no subset ignores the column.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from fedanon.data.io.delimited import write_table_csv
 from fedanon.data.layout import Layout
@@ -81,15 +90,19 @@ def share_party(name: str, share: Share, path: Path, hierarchy_paths: dict[str, 
 
 
 def deal(columns: list[str], rows: list[list[str]], distribution: str, parties: int,
-         layout: Layout | None = None) -> list[Share]:
-    """The shares of `rows`: `parties` of them, or one per layout party (hybrid)."""
+         layout: Layout | None = None, subset: np.ndarray | None = None) -> list[Share]:
+    """The shares of `rows`: `parties` of them, or one per layout party (hybrid). `subset`: the
+    research-subset flags of the rows (horizontal: each party its rows' flags; vertical: the
+    first party holds them all)."""
     if distribution == "horizontal":
-        return split_horizontal(columns, rows, parties)
+        return split_horizontal(columns, rows, parties, research_subset=subset)
     if distribution == "vertical":
-        return split_vertical(columns, rows, parties)
+        return split_vertical(columns, rows, parties, research_subset=subset)
     if distribution == "hybrid":
         if layout is None:
             raise InputError("a hybrid consortium needs a layout")
+        if subset is not None:
+            raise InputError("a hybrid consortium takes no research subset")
         return split_hybrid(columns, rows, layout)
     raise InputError(f"unknown split {distribution!r} (horizontal, vertical, hybrid)")
 
@@ -117,9 +130,12 @@ class SplitConsortium:
     """
 
     def __init__(self, columns: list[str], distribution: str, parties: int, hierarchy_paths: dict[str, Path],
-                 config: Any, *, helper: bool, seed_rows: list[list[str]], layout: Layout | None = None) -> None:
+                 config: Any, *, helper: bool, seed_rows: list[list[str]], layout: Layout | None = None,
+                 seed_subset: np.ndarray | None = None) -> None:
         """`seed_rows`: the rows the daemons start with (a run may bring others of the same columns).
-        `layout`: the hybrid split's layout, which names the parties (`parties` is then ignored)."""
+        `layout`: the hybrid split's layout, which names the parties (`parties` is then ignored).
+        `config`: the QIs and sensitive attributes every run may use (the parties' column roles).
+        `seed_subset`: research-subset flags of `seed_rows`; given, the parties get a subset column."""
         self.columns = list(columns)
         self.distribution = distribution
         self.layout = layout
@@ -128,6 +144,7 @@ class SplitConsortium:
         self.config = config
         self.helper = helper
         self._seed = seed_rows
+        self._seed_subset = seed_subset
         self._stack = contextlib.ExitStack()
         self._close_lock = threading.Lock()
         self._paths: dict[str, Path] = {}
@@ -139,7 +156,7 @@ class SplitConsortium:
     def __enter__(self) -> "SplitConsortium":
         with contextlib.ExitStack() as stack:
             base = stack.enter_context(reaper.guarded_temp_dir("fedanon-consortium-"))
-            shares = deal(self.columns, self._seed, self.distribution, self.n, self.layout)
+            shares = deal(self.columns, self._seed, self.distribution, self.n, self.layout, self._seed_subset)
             self._layout = [list(s.columns) for s in shares]
             self._paths = {name: base / f"{name}.csv" for name in self.names}
             members = [share_party(name, share, self._paths[name], self.hierarchy_paths, self.config)
@@ -161,13 +178,36 @@ class SplitConsortium:
             self.net = None
             self._stack.close()
 
+    def _check_roles(self, config: Any) -> None:
+        """Refuse a run config that needs other column roles than the parties were started with."""
+        if config is self.config:
+            return
+        if list(config.quasi_identifiers) != list(self.config.quasi_identifiers):
+            raise InputError(f"a run of this consortium must name its quasi-identifiers "
+                             f"{list(self.config.quasi_identifiers)}, not {list(config.quasi_identifiers)}")
+        other = [a for a in config.sensitive_attributes if a not in self.config.sensitive_attributes]
+        if other:
+            raise InputError(f"sensitive attribute(s) {other} are not sensitive at this consortium's parties "
+                             f"({list(self.config.sensitive_attributes)})")
+
     def run(self, rows: list[list[str]], protocol: str, options: dict[str, Any] | None = None,
-            on_event: EventCallback | None = None) -> DaemonRun:
-        """Deal `rows`, put each share in its party's data file, run `protocol` once."""
+            on_event: EventCallback | None = None, *, config: Any = None,
+            subset: np.ndarray | None = None) -> DaemonRun:
+        """Deal `rows`, put each share in its party's data file, run `protocol` once.
+
+        `config`: this run's privacy config (default: the consortium's); `subset`: the rows'
+        research-subset flags, for a consortium started with a subset (default: every row)."""
         net = self.net  # None once closed (also by another thread, while this run goes)
         if net is None:
             raise PeerError("this consortium's daemons are not running (used outside its `with` block, or stopped)")
-        shares = deal(self.columns, rows, self.distribution, self.n, self.layout)
+        config = self.config if config is None else config
+        self._check_roles(config)
+        if self._seed_subset is None:
+            if subset is not None:
+                raise InputError("this consortium was started without a research subset; a run cannot bring one")
+        elif subset is None:
+            subset = np.ones(len(rows), dtype=bool)
+        shares = deal(self.columns, rows, self.distribution, self.n, self.layout, subset)
         if [list(s.columns) for s in shares] != self._layout:
             raise InputError("a run of this consortium must give every party the same columns as its first")
         for name, share in zip(self.names, shares):
@@ -176,7 +216,7 @@ class SplitConsortium:
         if spec.needs_helper and not self.helper:
             raise InputError(f"protocol {spec.name} needs a helper; this consortium has none")
         start = time.perf_counter()
-        cfg = net.run_config(protocol, self.distribution, self.config, self.names[0], options)
+        cfg = net.run_config(protocol, self.distribution, config, self.names[0], options)
         cfg = dataclasses.replace(cfg, parties=[p for p in cfg.parties if p.role in spec.roles])
         outcome = Coordinator(cfg, on_event=on_event).run()
         elapsed = time.perf_counter() - start

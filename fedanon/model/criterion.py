@@ -61,8 +61,8 @@ class Criterion(ABC):
     release_level: bool = False
     # A release-level criterion that also reads the generalized QI codes of every class of the
     # node (LKC-privacy projects the classes onto subsets of the QIs): the judge hands them to
-    # `enforce_classes`. A checker that never sees class codes (Protocol C's key holder) cannot
-    # judge it; that protocol refuses such a model before data moves.
+    # `enforce_classes`. Protocol C's key holder, who never sees class codes, judges it on random
+    # labels of the codes the helper sends per node (protocols/c/projections.py).
     needs_codes: bool = False
     # Implements `suppression_bound`: a lower bound on the rows that every release of a node,
     # and of every generalization of it, must suppress for this criterion (a monotone necessary

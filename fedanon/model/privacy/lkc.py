@@ -41,9 +41,12 @@ the classes' generalized QI codes, sizes and sensitive histograms. Projecting th
 onto QI subsets is computed from those alone, so LKC-privacy adds no message and reveals
 nothing k-anonymity with ℓ-diversity does not. A set of sensitive values (`--lkc-values`)
 names plaintext values, which no checking party can match against ciphertext: every protocol
-refuses it before data moves (judge every value instead). Protocol C refuses the model: its
-key holder sees class sizes in an order it cannot link to QI values, and the helper, who has
-the classes' codes, never sees a size, so neither can form a projection group.
+refuses it before data moves (judge every value instead). In Protocol C the key holder sees
+class sizes in an order it cannot link to QI values, and the helper, who has the classes'
+codes, never sees a size; so the helper sends with each check a random label per class and QI
+(fresh per node and QI, `protocols/c/projections.py`) and the key holder judges the groups of
+equal labels: it learns per tested node which classes share a generalized value on each QI,
+never the value.
 """
 
 from __future__ import annotations

@@ -800,9 +800,10 @@ class _Party(DataHolder):
         return plain
 
     def _released_rows(self) -> int | None:
-        """How many of our rows the release must hold: all, or with delta-presence our research
-        subset (None where we do not hold the subset flags)."""
-        if self.settings.config.delta_presence is None:
+        """How many of our rows the release must hold: all, or with a model that releases the research
+        subset only (δ-presence, k-map against a population table) our subset (None where we do not
+        hold the subset flags)."""
+        if not self.settings.config.needs_subset:
             return len(self.local.rows)
         subset = self.local.research_subset
         return None if subset is None else int(np.count_nonzero(np.asarray(subset, dtype=bool)))

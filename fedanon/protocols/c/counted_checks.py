@@ -74,6 +74,7 @@ from fedanon.errors import InputError, ProtocolError
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.cellcrypt import random_permutation
 from fedanon.protocols.c.class_sums import NodeSums, Sums
+from fedanon.protocols.c.projections import label_criteria, projection_labels, read_labels
 from fedanon.protocols.registry import protocol_spec
 
 #: Metrics Protocol C can optimize: its registry spec's list, or every metric the engine offers.
@@ -104,10 +105,6 @@ def check_supported(config: AnonymizationConfig) -> None:
             reason = "it is not among the metrics Protocol C's registry entry lists"
         raise InputError(f"Protocol C does not support metric {config.metric!r}: {reason}; "
                          f"choose one of {', '.join(COUNTED_METRICS)}")
-    for criterion in build_criteria(config):
-        if criterion.needs_codes:
-            raise InputError(f"Protocol C does not support {criterion.describe()}: it is judged on the classes' "
-                             "QI values, which C's key holder never sees beside the class sizes")
 
 
 @dataclass
@@ -170,6 +167,8 @@ class EncryptedCountChecker(Checker):
         self.config = structure.config
         self.attributes = sorted(self.grouper.sensitive_codes)
         self.weights = self.config.metric == "loss"
+        # a model judged on the classes' QI codes (LKC-privacy): send projection labels per check
+        self.labels = any(c.needs_codes for c in build_criteria(self.config))
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
         self.sums = NodeSums(structure, key, counters.real, counters.subset, self.attributes)
         # the last request's classes, order, and (classes left out) the node's sums
@@ -317,6 +316,9 @@ class EncryptedCountChecker(Checker):
             for i, l in enumerate(levels):
                 w[:, i] = self._leaf[i][l][classes.codes[:, i]]
             message["weights"] = w[perm].tobytes()
+        if self.labels:
+            sizes = [len(self.structure.level_dicts[i][l]) for i, l in enumerate(levels)]
+            message["labels"] = projection_labels(classes.codes, sizes, perm)
         control = {"levels": list(levels), "classes": n}
         if sent is not None:
             control["omitted"] = True
@@ -451,7 +453,7 @@ class CountJudge:
             subset_total=None if stats.subset_sizes is None else int(stats.subset_sizes[0]),
         )
         self.n_rows = n_rows
-        criteria = build_criteria(config)
+        criteria, self.labelled = label_criteria(build_criteria(config))
         self.metric_kind = config.metric
         self.level_sizes: list[list[int]] = []
         metric_context = self._entropy_context(parts, control) if config.metric in ENTROPY_METRICS else \
@@ -599,6 +601,10 @@ class CountJudge:
         true = ClassStats(stats.sizes[live], {a: h[live] for a, h in stats.histograms.items()},
                           None if stats.subset_sizes is None else stats.subset_sizes[live])
         classes = Classes(levels, np.zeros((int(live.sum()), len(levels)), dtype=np.int32), true)
+        if self.labelled:
+            labels = read_labels(codec.require_part(parts, "labels", "check request"), n, len(levels))[live]
+            for criterion in self.labelled:
+                criterion.labels = labels
         if self.metric_kind == "loss":
             weights = _array(parts, "weights", "f8", "check request").reshape(n, len(levels))[live]
             classes.codes = np.tile(np.arange(classes.count, dtype=np.int32)[:, None], (1, len(levels)))
@@ -709,6 +715,8 @@ class CountJudge:
                  for a, d in self.sensitive.items()}
         sub = None if subset is None else np.bincount(inverse, weights=subset.astype(np.int64), minlength=n).astype(np.int64)
         stats = ClassStats(np.bincount(inverse, minlength=n).astype(np.int64), hists, sub)
+        for criterion in self.labelled:  # the true codes, now that the key holder has the rows
+            criterion.labels = np.asarray(qi_codes, dtype=np.int64)[first]
         failing = self.judge.failing_classes(stats)
         suppressed = failing[inverse]
         if int(suppressed.sum()) > self.judge.suppression_limit:

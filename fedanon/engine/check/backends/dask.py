@@ -48,6 +48,7 @@ from fedanon.errors import InputError
 from fedanon.kit.threads import limit_this_process
 from fedanon.model.criterion import Criterion
 from fedanon.stats.classes import Classes, ClassStats
+from fedanon.stats.keys import mixed_radix_digits
 
 _log = logging.getLogger(__name__)
 
@@ -118,17 +119,17 @@ def shuffle_pieces(part: Partition, levels: tuple[int, ...], n_ranges: int,
 
 
 def merge_pieces(pieces: list[tuple[np.ndarray, np.ndarray]], w: int, n_ranges: int,
-                 radices: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 radices: list[int], digits: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shuffle step 2 on worker `w`: its ranges merged over every partition's piece
-    (`merge_ranges` with the other ranges counted empty)."""
+    (`merge_ranges` with the other ranges counted empty; `digits` as there)."""
     mine = list(range(w, n_ranges, len(pieces)))
     counts = np.zeros((len(pieces), n_ranges), dtype=np.int64)
     for p, (_, piece_counts) in enumerate(pieces):
         counts[p, mine] = piece_counts
-    return merge_ranges([piece for piece, _ in pieces], counts, mine, radices)
+    return merge_ranges([piece for piece, _ in pieces], counts, mine, radices, digits)
 
 
-Merged = tuple[np.ndarray, np.ndarray, np.ndarray]  # a worker's merged ranges: (classes per range, codes, sizes)
+Merged = tuple[np.ndarray, np.ndarray, np.ndarray]  # a worker's merged ranges: (classes per range, keys, sizes)
 
 
 def merged_sums(merged: Merged, criteria: list[Criterion], implied_k: int) -> ClassSums:
@@ -136,13 +137,19 @@ def merged_sums(merged: Merged, criteria: list[Criterion], implied_k: int) -> Cl
     return class_sums(ClassStats(merged[2], {}), criteria, implied_k)
 
 
-def merged_failing(merged: Merged, criteria: list[Criterion]) -> Merged:
-    """One worker's merged ranges cut down to the classes the criteria reject, still per range."""
-    per_range, codes, sizes = merged
+def merged_codes(merged: Merged, radices: list[int]) -> Merged:
+    """One worker's merged ranges with class codes instead of keys (as `merge_pieces` returns them)."""
+    return merged[0], mixed_radix_digits(merged[1], radices), merged[2]
+
+
+def merged_failing(merged: Merged, criteria: list[Criterion], radices: list[int]) -> Merged:
+    """One worker's merged ranges cut down to the classes the criteria reject, still per range,
+    with their codes."""
+    per_range, keys, sizes = merged
     failing = failing_by_class(criteria, ClassStats(sizes, {}))
     ends = np.concatenate([[0], np.cumsum(per_range)])
     kept_before = np.concatenate([[0], np.cumsum(failing)])
-    return np.diff(kept_before[ends]), codes[failing], sizes[failing]
+    return np.diff(kept_before[ends]), mixed_radix_digits(keys[failing], radices), sizes[failing]
 
 
 # --------------------------------------------------------------------------- the driver's side
@@ -261,8 +268,9 @@ class DaskRowGrouper:
         parts = self.client.gather([self._on(p, group_partition, part, levels) for p, part in enumerate(self.parts)])
         return merge_partition_classes(levels, parts, self.grouper.key_shape(levels)[0])
 
-    def _merged(self, levels: tuple[int, ...]) -> list[Any]:
-        """The shuffle up to its merge: futures of each worker's merged ranges, held there."""
+    def _merged(self, levels: tuple[int, ...], digits: bool = True) -> list[Any]:
+        """The shuffle up to its merge: futures of each worker's merged ranges, held there (with
+        the classes' keys instead of their codes where not `digits`: a third of the memory)."""
         self.shuffles += 1
         n_ranges = self.workers * SHUFFLE_RANGES_PER_WORKER
         radices = self.grouper.key_shape(levels)[0]
@@ -270,7 +278,7 @@ class DaskRowGrouper:
         # piece w of partition p, split off on p's worker: only that piece travels to worker w
         pieces = [[self._on(p, operator.getitem, cut[p], w) for p in range(self.workers)]
                   for w in range(self.workers)]
-        return [self._on(w, merge_pieces, pieces[w], w, n_ranges, radices) for w in range(self.workers)]
+        return [self._on(w, merge_pieces, pieces[w], w, n_ranges, radices, digits) for w in range(self.workers)]
 
     def _shuffle(self, levels: tuple[int, ...]) -> Classes:
         merged = self._merged(levels)
@@ -285,7 +293,7 @@ class DaskRowGrouper:
         """Shuffle `levels` and leave each worker's merged ranges there; only their counts come back."""
         levels = tuple(int(x) for x in levels)
         self.groupings += 1
-        merged = self._merged(levels)
+        merged = self._merged(levels, digits=False)
         sums = sum(self.client.gather([self._on(w, merged_sums, m, criteria, implied_k) for w, m in enumerate(merged)]),
                    ClassSums())
         return WorkerClasses(self, levels, merged, criteria, sums)
@@ -312,11 +320,13 @@ class WorkerClasses:
         return join_ranges(self._levels, parts, self._pool.workers * SHUFFLE_RANGES_PER_WORKER)
 
     def whole(self) -> Classes:
-        return self._join(self._pool.client.gather(self._merged))
+        pool, radices = self._pool, self._pool.grouper.key_shape(self._levels)[0]
+        return self._join(pool.client.gather([pool._on(w, merged_codes, m, radices)
+                                              for w, m in enumerate(self._merged)]))
 
     def failing(self) -> Classes:
-        pool = self._pool
-        return self._join(pool.client.gather([pool._on(w, merged_failing, m, self._criteria)
+        pool, radices = self._pool, self._pool.grouper.key_shape(self._levels)[0]
+        return self._join(pool.client.gather([pool._on(w, merged_failing, m, self._criteria, radices)
                                               for w, m in enumerate(self._merged)]))
 
     def release(self) -> None:

@@ -96,6 +96,12 @@ def build_partition(rows: PartitionRows, setup: GroupingSetup) -> Partition:
     return Partition(rows, setup)
 
 
+def partition_size(part: Partition) -> int:
+    """The partition's rows: a task whose result is an int, so that waiting for a partition to be
+    built moves nothing (gathering the partition itself would copy all its rows to the driver)."""
+    return part.n_rows
+
+
 def group_partition(part: Partition, levels: tuple[int, ...]) -> tuple[np.ndarray, Any]:
     """This partition's class table at `levels` (codes, stats)."""
     classes = part.grouper.group_rows(levels)
@@ -236,8 +242,14 @@ class DaskRowGrouper:
             parts.append(client.submit(build_partition, sent, setup, workers=[address], allow_other_workers=False,
                                        pure=False, key=f"fedanon-partition-{token}-{p}"))
             del sent
-        client.gather(parts)  # every partition built (and any worker error raised) before the search
-        return cls(client, grouper, addresses, parts, token)
+        pool = cls(client, grouper, addresses, parts, token)
+        pool.wait_built()
+        return pool
+
+    def wait_built(self) -> None:
+        """Every partition built (and any worker's error raised) before the search; only row
+        counts come back, never a partition."""
+        self.client.gather([self._on(p, partition_size, part) for p, part in enumerate(self.parts)])
 
     def _on(self, p: int, fn: Any, *args: Any, key: str | None = None) -> Any:
         """Run `fn(*args)` on partition p's worker."""

@@ -30,7 +30,8 @@ from fedanon.stats.classes import ClassStats  # noqa: E402
 from fedanon.model.criterion import KAnonymity  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_parallel_grouping import ADULT_QIS, _adult_table  # noqa: E402
+from fedanon.engine.check.grouping import Grouper  # noqa: E402
+from test_parallel_grouping import ADULT_QIS, _adult_table, _sizes_only_grouper  # noqa: E402
 
 WORKERS = 2
 
@@ -118,3 +119,22 @@ def test_a_metric_that_reads_kept_classes_is_judged_in_the_driver(client, on_wor
     with backend_for("dask", prep.grouper, WORKERS, client=client):
         prep.checker.evaluate(level)
     assert prep.grouper.remembers(level)
+
+
+def test_a_node_judged_elsewhere_leaves_the_snapshots_as_grouping_here_would():
+    """`passed_over` evicts what `remember` would have evicted for a table too large to keep, so
+    later roll-ups (and the search's counters) are those of grouping every node in the driver."""
+    here = _sizes_only_grouper(5, 4000)
+    there = Grouper([here.qi_column(i) for i in range(here.n_qis)], here.code_maps)
+    top = tuple(m.shape[0] - 1 for m in here.code_maps)
+    bottom = tuple(0 for _ in here.code_maps)
+    for g in (here, there):
+        kept, _ = g.classes(top)  # a small snapshot, stored
+        g.history_budget = kept.count + 1  # the next large table evicts it but is not kept
+    fine = here.group_rows(bottom)
+    assert here.history_budget < fine.count <= here.snapshot_limit
+    here.remember(fine)
+    there.passed_over(bottom, fine.count)
+    assert not here.remembers(top) and not there.remembers(top)
+    assert not here.remembers(bottom) and not there.remembers(bottom)
+    assert there.row_groupings == 2  # the top node here, the bottom one elsewhere: counted as a row grouping

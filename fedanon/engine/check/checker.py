@@ -236,7 +236,6 @@ class ClassJudge:
             bound=self.metric.class_bound(levels, classes),
         )
 
-
     def judge_sums(self, levels: tuple[int, ...], sums: ClassSums, failing: "SplitClasses") -> NodeEvaluation:
         """`judge` from the node's `ClassSums`, asking for its failing classes only where the loss
         needs them (`judges_sums` must hold): the same evaluation, field by field."""
@@ -291,11 +290,11 @@ class LocalChecker(Checker):
 
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         self.checks += 1
-        levels = tuple(int(x) for x in levels)
+        levels = tuple(levels)
         where = self.grouper.row_partitions
-        if (self.class_judge.judges_sums and isinstance(where, ClassSplitting) and where.splits(levels)
-                and self.grouper.groups_rows_at(levels)):
-            return self._judge_where_grouped(where, levels)
+        if (where is not None and self.class_judge.judges_sums and isinstance(where, ClassSplitting)
+                and where.splits(levels) and self.grouper.groups_rows_at(levels)):
+            return self._judge_where_grouped(where, tuple(int(x) for x in levels))
         classes, _ = self.grouper.classes(levels)
         return self.judge(levels, classes)
 

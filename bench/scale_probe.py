@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Probe a row count too large to search in full here: load it on Dask workers, time the first checks.
+"""One very large search on Dask workers from Parquet, timed check by check, memory sampled.
 
-    python3 bench/scale_probe.py --rows 100 --workers 2 [--checks 12] [--data-dir DIR] [--json OUT.json]
+    python3 bench/scale_probe.py --rows 100 --workers 2 [--checks 0] [--data-dir DIR] [--json OUT.json]
 
 ADULT resampled to `--rows` millions (9 QIs, k = 5, 5 % suppression; the same chunks and seeds
 as `bench/scale.py`, so a dataset it kept with `--data-dir` is reused) as a directory of Parquet
 files, read by partition on a local Dask cluster of `--workers` processes (no row in the
-driver). Measured: generating the files, the workers' read (wall time), the peak RSS of the
-driver and the summed RSS of the workers after the read and at the end, and the wall time of each of the
-search's first `--checks` checks, after which the search is stopped. The full search's time is
-then *projected*: per-check time x the checks the same search needs at 12 M rows (from a
-`bench/scale.py` results file given with `--checks-from`, else not projected). Why a probe: on
-a loaded 2-core machine the full search on 100 M rows takes longer than a session has.
+driver), searched and written back by the workers (`anonymize_partitioned`). Measured: the
+workers' read until the first check, the wall time of every check (and whether it grouped rows
+or rolled up), the search, the output and the end-to-end time; the driver's peak RSS (its
+VmHWM), each worker's peak RSS (VmHWM) and the largest sum of the workers' RSS seen by a
+sampler every `--sample` seconds. `--checks N` stops the search after N checks (0: the whole
+search). The JSON file is rewritten after every check (`finished` false until the end), so a
+run stopped from outside leaves its partial numbers.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import argparse
 import json
 import os
 import platform
-import resource
+import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,36 +34,63 @@ from bench.scale import load_state, write_parquet_chunks  # noqa: E402
 from bench.tables import ATTRS, DATA, load_adult  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
 from fedanon.engine import AnonymizationConfig, EncodedTable  # noqa: E402
+from fedanon.engine.check.checker import LocalChecker  # noqa: E402
 from fedanon.engine.partitioned import anonymize_partitioned  # noqa: E402
+
+MIB = 1024
 
 
 class Stop(Exception):
-    """Raised from the progress callback after the probed checks."""
+    """Raised from the timed checker after the probed checks."""
 
 
-def _rss_mib(pid: int) -> float:
+def _status_mib(pid: int, field: str) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / MIB
+    except (OSError, ValueError):
         pass
     return 0.0
+
+
+class Sampler(threading.Thread):
+    """The workers' summed RSS (and the driver's) every `every` seconds; peaks kept."""
+
+    def __init__(self, pids: list[int], every: float) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.every = pids, every
+        self.workers_peak_sum = 0.0
+        self.driver_peak = 0.0
+        self.hwm = {p: 0.0 for p in pids}
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        self.workers_peak_sum = max(self.workers_peak_sum, sum(_status_mib(p, "VmRSS") for p in self.pids))
+        self.driver_peak = max(self.driver_peak, _status_mib(os.getpid(), "VmRSS"))
+        for p in self.pids:  # VmHWM of a worker is gone with it: read while it lives
+            self.hwm[p] = max(self.hwm[p], _status_mib(p, "VmHWM"))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=float, default=100.0, help="rows in millions")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--checks", type=int, default=12, help="checks to time before stopping the search")
-    ap.add_argument("--checks-from", default=None, help="a bench/scale.py results JSON: its checks project the search")
+    ap.add_argument("--checks", type=int, default=0, help="checks before stopping the search (0: the whole search)")
     ap.add_argument("--data-dir", default="/tmp/fedanon_scale_data")
+    ap.add_argument("--sample", type=float, default=1.0, help="seconds between memory samples")
+    ap.add_argument("--keep-output", action="store_true", help="keep the output partitions (default: deleted)")
     ap.add_argument("--json", metavar="OUT.json")
     args = ap.parse_args(argv)
     import distributed
 
     n = int(round(args.rows * 1_000_000))
     folder = Path(args.data_dir) / f"resampled_{n}_parquet"
+    out_dir = Path(args.data_dir) / "probe_out"
     t0 = time.perf_counter()
     if not (folder / "done").exists():
         header, rows, _ = load_adult()
@@ -74,46 +103,63 @@ def main(argv: list[str] | None = None) -> int:
                                        dashboard_address=None, memory_limit=0)
     client = distributed.Client(cluster)
     pids = list(client.run(os.getpid).values())
-    marks: list[float] = []
-    peaks = {"workers_after_first_check_mib": 0.0, "workers_peak_mib": 0.0}
-
-    def progress(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if not marks:  # the first check: the read, the dictionaries and the partitions are done
-            peaks["workers_after_first_check_mib"] = sum(_rss_mib(p) for p in pids)
-        marks.append(now)
-        peaks["workers_peak_mib"] = max(peaks["workers_peak_mib"], sum(_rss_mib(p) for p in pids))
-        print(f"  check {len(marks)}: {now - started:.1f} s since the start (load {load_state()})",
-              file=sys.stderr, flush=True)
-        if len(marks) > args.checks:
-            raise Stop
-
+    sampler = Sampler(pids, args.sample)
+    checks: list[dict] = []
+    out: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+                 "rows": n, "workers": args.workers, "files": len(list(folder.glob("*.parquet"))),
+                 "build_s": build_s, "finished": False}
     started = time.perf_counter()
+
+    def record(final: bool = False) -> None:
+        sampler.sample()
+        times = [c["s"] for c in checks]
+        out.update({
+            "until_first_check_s": checks[0]["at_s"] - checks[0]["s"] if checks else None,
+            "checks_done": len(checks), "checks_s_total": sum(times),
+            "row_groupings": sum(1 for c in checks if c["grouped_rows"]),
+            "mean_check_s": sum(times) / len(times) if times else None,
+            "max_check_s": max(times) if times else None,
+            "driver_peak_rss_mib": _status_mib(os.getpid(), "VmHWM"),
+            "workers_peak_rss_mib": [sampler.hwm[p] for p in pids],
+            "workers_peak_sum_sampled_mib": sampler.workers_peak_sum,
+            "elapsed_s": time.perf_counter() - started, "load": load_state(), "checks": checks})
+        text = json.dumps(out, indent=2) + "\n"
+        if args.json:
+            Path(args.json).write_text(text)
+        if final:
+            print(text)
+
+    plain = LocalChecker.evaluate
+
+    def timed(self: LocalChecker, levels: tuple[int, ...]):  # type: ignore[no-untyped-def]
+        before, t = self.grouper.row_groupings, time.perf_counter()
+        evaluation = plain(self, levels)
+        now = time.perf_counter()
+        checks.append({"levels": [int(x) for x in levels], "s": now - t, "at_s": now - started,
+                       "grouped_rows": self.grouper.row_groupings > before, "anonymous": evaluation.anonymous})
+        print(f"  check {len(checks)}: {now - t:.1f} s, {now - started:.0f} s since the start "
+              f"({'rows' if checks[-1]['grouped_rows'] else 'roll-up'}; load {load_state()})",
+              file=sys.stderr, flush=True)
+        record()
+        if args.checks and len(checks) >= args.checks:
+            raise Stop
+        return evaluation
+
+    LocalChecker.evaluate = timed  # type: ignore[method-assign]
+    sampler.start()
     try:
-        anonymize_partitioned(folder, hier, config, Path(args.data_dir) / "probe_out", columns=None, client=client,
-                              progress=progress)
-        finished = True
+        result = anonymize_partitioned(folder, hier, config, out_dir, columns=None, client=client)
+        out.update({"finished": True, "result": {k: v for k, v in result.to_report().items() if k != "output_files"}})
     except Stop:
-        finished = False
+        pass
     finally:
+        LocalChecker.evaluate = plain  # type: ignore[method-assign]
+        sampler.halt.set()
+        record(final=True)
         client.close()
         cluster.close()
-    first_s = marks[0] - started if marks else None
-    per_check = [b - a for a, b in zip(marks, marks[1:])]
-    per_check_s = sum(per_check) / len(per_check) if per_check else None
-    projected = None
-    if args.checks_from and per_check_s:
-        runs = json.loads(Path(args.checks_from).read_text())["rows"]
-        checks = max(r["checks"] for r in runs)
-        projected = {"checks_at_12m": checks, "search_s": checks * per_check_s}
-    out = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-           "rows": n, "workers": args.workers, "build_s": build_s, "until_first_check_s": first_s,
-           "checks_timed": len(per_check), "per_check_s": per_check, "mean_per_check_s": per_check_s,
-           "finished": finished, "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           **peaks, "projected": projected, "load": load_state()}
-    print(json.dumps(out, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        if not args.keep_output:
+            shutil.rmtree(out_dir, ignore_errors=True)
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,6 +21,12 @@ from fedanon.model.criterion import Criterion, CriterionContext
 from fedanon.stats.classes import Classes
 from fedanon.engine.check.grouping import Grouper
 from fedanon.model.metrics.base import Metric
+
+#: judge where the rows are also a node whose class table the grouper would keep as a snapshot
+#: (it is then not kept: later checks group rows instead of rolling up). Off: such tables are
+#: brought here whole, so the snapshots are those of grouping here; a test turns it on to judge
+#: every node of a search on the workers.
+JUDGE_KEPT_TABLES_ELSEWHERE = False
 
 
 @dataclass
@@ -38,6 +45,65 @@ class NodeEvaluation:
     # rows in classes smaller than the size every model implies stay within the limit
     # (a monotone necessary condition for `anonymous`, also with suppression)
     implied_k_ok: bool = True
+
+
+@dataclass
+class ClassSums:
+    """What a judge needs to know of a set of whole classes, as counts: over disjoint sets of
+    classes (the key ranges of a shuffle, one per worker) they add up to the node's."""
+
+    classes: int = 0
+    below: int = 0  # classes below the implied size
+    small: int = 0  # rows in those classes
+    failing: int = 0  # classes a criterion rejects
+    failing_rows: int = 0  # rows in those classes
+
+    def __add__(self, other: "ClassSums") -> "ClassSums":
+        return ClassSums(self.classes + other.classes, self.below + other.below, self.small + other.small,
+                         self.failing + other.failing, self.failing_rows + other.failing_rows)
+
+
+def failing_by_class(criteria: list[Criterion], stats: ClassStats) -> np.ndarray:
+    """Classes some class-by-class criterion rejects (no release-level criterion among `criteria`)."""
+    failing = np.zeros(stats.sizes.shape[0], dtype=bool)
+    for c in criteria:
+        failing |= ~np.asarray(c.classes_ok(stats), dtype=bool)
+    return failing
+
+
+def class_sums(stats: ClassStats, criteria: list[Criterion], implied_k: int) -> ClassSums:
+    """`ClassSums` of one set of whole classes: run where the classes are (a worker's key ranges)."""
+    sizes = stats.sizes
+    below = sizes < implied_k if implied_k > 1 else np.zeros(sizes.shape[0], dtype=bool)
+    failing = failing_by_class(criteria, stats)
+    return ClassSums(int(sizes.shape[0]), int(np.count_nonzero(below)), int(np.dot(sizes, below)),
+                     int(np.count_nonzero(failing)), int(np.dot(sizes, failing)))
+
+
+class SplitClasses(Protocol):
+    """A node's classes held where they were grouped, in disjoint parts, with their summed counts."""
+
+    sums: ClassSums
+
+    def whole(self) -> Classes:
+        """Every class, brought here (as `Grouper.group_rows` returns them)."""
+
+    def failing(self) -> Classes:
+        """Only the classes the criteria reject, in canonical order."""
+
+    def release(self) -> None:
+        """Free the classes where they are held."""
+
+
+@runtime_checkable
+class ClassSplitting(Protocol):
+    """Row partitions that can keep a node's classes where they grouped them and sum counts there."""
+
+    def splits(self, levels: tuple[int, ...]) -> bool:
+        """Whether the classes of `levels` end up in disjoint parts held elsewhere (a shuffle)."""
+
+    def split(self, levels: tuple[int, ...], criteria: list[Criterion], implied_k: int) -> SplitClasses:
+        """Group `levels` and leave its classes where they are, with their `class_sums` added."""
 
 
 class Checker(ABC):
@@ -115,6 +181,14 @@ class ClassJudge:
         self.implied_bound = bool(self.bounding)
         # a bound is a float sum: it proves a failure only above the limit by more than rounding
         self._bound_slack = 1e-6 * max(1.0, float(context.n_rows))
+        # a node can be judged from `ClassSums` and its failing classes alone: every criterion
+        # judges class by class on sizes, the loss reads only the suppressed classes and the
+        # bound only the levels
+        self.judges_sums = (all(not c.release_level and not c.needs_histogram and not c.needs_subset
+                                for c in criteria)
+                            and metric.loss_reads_suppressed_only
+                            and type(metric).class_bound is Metric.class_bound
+                            and not self.bounding)
 
     def failing_classes(self, stats: ClassStats, codes: np.ndarray | None = None,
                         limit: int | None = None) -> np.ndarray:
@@ -183,6 +257,25 @@ class ClassJudge:
             bound=self.metric.class_bound(levels, classes),
         )
 
+    def judge_sums(self, levels: tuple[int, ...], sums: ClassSums, failing: "SplitClasses") -> NodeEvaluation:
+        """`judge` from the node's `ClassSums`, asking for its failing classes only where the loss
+        needs them (`judges_sums` must hold): the same evaluation, field by field."""
+        empty = Classes(levels, np.zeros((0, len(levels)), dtype=np.int32),
+                        ClassStats(np.zeros(0, dtype=np.int64), {}, None))
+        bound = self.metric.class_bound(levels, empty)  # reads the levels only (`judges_sums`)
+        if sums.small > self.suppression_limit:  # as in `judge`: the implied size alone fails the node
+            return NodeEvaluation(implied_k_ok=False, anonymous=False, anonymous_strict=False,
+                                  suppressed_rows=sums.small, classes=sums.classes - sums.below,
+                                  loss=math.inf, bound=bound)
+        anonymous = sums.failing_rows <= self.suppression_limit
+        loss = math.inf
+        if anonymous:
+            table = failing.failing() if sums.failing else empty
+            loss = self.metric.loss(levels, table, np.ones(table.count, dtype=bool))
+        return NodeEvaluation(implied_k_ok=True, anonymous=anonymous, anonymous_strict=sums.failing_rows == 0,
+                              suppressed_rows=sums.failing_rows, classes=sums.classes - sums.failing,
+                              loss=loss, bound=bound)
+
 
 class LocalChecker(Checker):
     """Checks nodes against in-memory class statistics."""
@@ -219,8 +312,28 @@ class LocalChecker(Checker):
 
     def evaluate(self, levels: tuple[int, ...]) -> NodeEvaluation:
         self.checks += 1
+        levels = tuple(levels)
+        where = self.grouper.row_partitions
+        if (where is not None and self.class_judge.judges_sums and isinstance(where, ClassSplitting)
+                and where.splits(levels) and self.grouper.groups_rows_at(levels)):
+            return self._judge_where_grouped(where, tuple(int(x) for x in levels))
         classes, _ = self.grouper.classes(levels)
-        return self.judge(tuple(levels), classes)
+        return self.judge(levels, classes)
+
+    def _judge_where_grouped(self, where: ClassSplitting, levels: tuple[int, ...]) -> NodeEvaluation:
+        """Judge a node whose classes stay in parts where they were grouped (a cluster's workers):
+        only their summed counts, and at an anonymous node its failing classes, come here, so
+        this process never holds a class table larger than one it would keep as a snapshot."""
+        split = where.split(levels, self.criteria, self.implied_k)
+        try:
+            if self.grouper.keeps(split.sums.classes) and not JUDGE_KEPT_TABLES_ELSEWHERE:
+                classes = split.whole()
+                self.grouper.grouped_elsewhere(classes)
+                return self.judge(levels, classes)
+            self.grouper.passed_over(levels, split.sums.classes)
+            return self.class_judge.judge_sums(levels, split.sums, split)
+        finally:
+            split.release()
 
     def static_bounds(self, levels: np.ndarray) -> np.ndarray | None:
         return self.metric.static_bound(levels)

@@ -379,23 +379,11 @@ class Grouper:
         mixed-radix key), so rows and roll-up give the same order for a node.
         """
         levels = tuple(map(int, levels))
-        packed = None
         hit = self._history.get(levels)
         if hit is not None:
             self._touch(levels)
             return hit, True
-        best: Classes | None = None
-        if self._history:
-            if self._level_offsets is not None:
-                packed = packed_levels(levels, self._level_offsets)
-                asked = packed | self._guard
-                below = ((asked - self._slot_packed) & self._guard) == self._guard
-            else:
-                below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
-            rank = np.where(below, self._slot_rank, _FREE_COST)
-            slot = int(rank.argmin())
-            if rank[slot] < _FREE_COST:
-                best = self._slot_snap[slot]
+        best, packed = self._stored_base(levels)
         if best is not None:
             result = self.rollup(best, levels)
             self._touch(best.levels)
@@ -405,6 +393,61 @@ class Grouper:
             rolled = False
         self.remember(result, packed)
         return result, rolled
+
+    def _stored_base(self, levels: tuple[int, ...]) -> tuple[Classes | None, int | None]:
+        """(the cheapest stored specialization of `levels` or None, the node's packed levels or None)."""
+        if not self._history:
+            return None, None
+        packed = None
+        if self._level_offsets is not None:
+            packed = packed_levels(levels, self._level_offsets)
+            asked = packed | self._guard
+            below = ((asked - self._slot_packed) & self._guard) == self._guard
+        else:
+            below = (self._slot_levels <= np.array(levels, dtype=np.int16)).all(axis=1)
+        rank = np.where(below, self._slot_rank, _FREE_COST)
+        slot = int(rank.argmin())
+        return (self._slot_snap[slot] if rank[slot] < _FREE_COST else None), packed
+
+    def groups_rows_at(self, levels: tuple[int, ...]) -> bool:
+        """Whether `classes(levels)` would group the rows (no stored snapshot of the node or of a
+        specialization to roll up from). A checker that has the classes judged where the rows are
+        (`check/checker.py`) asks this first, so a roll-up stays a roll-up."""
+        levels = tuple(map(int, levels))
+        return levels not in self._history and self._stored_base(levels)[0] is None
+
+    def keeps(self, count: int) -> bool:
+        """Whether `remember` would store a class table of `count` classes."""
+        return count <= self.snapshot_limit and count <= self.history_budget
+
+    def grouped_elsewhere(self, classes: Classes) -> None:
+        """A node's classes grouped from the rows outside `classes` (and brought here whole): counted
+        and remembered as `classes` does with its own row groupings."""
+        self.row_groupings += 1
+        self.remember(classes)
+
+    def passed_over(self, levels: tuple[int, ...], count: int) -> None:
+        """A node's `count` classes were grouped and judged elsewhere and not brought here: the
+        row grouping is counted and the history makes room as `remember` would have, so the
+        snapshots (and with them every later roll-up) are those of grouping the node here."""
+        self.row_groupings += 1
+        levels = tuple(map(int, levels))
+        if count > self.snapshot_limit or levels in self._history:
+            return
+        self._make_room(count)
+
+    def _make_room(self, count: int) -> None:
+        """Evict least recently used snapshots until one of `count` classes fits the bounds."""
+        while self._history and (len(self._history) >= self.history_size
+                                 or self._history_classes + count > self.history_budget):
+            old_levels, old = self._history.popitem(last=False)
+            self._history_classes -= old.count
+            slot = self._slot_of.pop(old_levels)
+            if self._level_offsets is None:  # as `remember` writes it: only where levels do not pack
+                self._slot_levels[slot] = _FREE_LEVEL
+            self._slot_rank[slot] = _FREE_COST
+            self._slot_snap[slot] = None
+            self._free_slots.append(slot)
 
     def _touch(self, levels: tuple[int, ...]) -> None:
         """Mark a stored snapshot as most recently used."""
@@ -428,16 +471,7 @@ class Grouper:
         snapshot = Classes(classes.levels, classes.codes, classes.stats)
         # without sparse histograms the roll-up cost is the class count (`_rollup_cost`)
         snapshot.rollup_cost = _rollup_cost(snapshot) if self.sparse else snapshot.count
-        while self._history and (len(self._history) >= self.history_size
-                                 or self._history_classes + classes.count > self.history_budget):
-            old_levels, old = self._history.popitem(last=False)
-            self._history_classes -= old.count
-            slot = self._slot_of.pop(old_levels)
-            if self._level_offsets is None:  # as `remember` writes it: only where levels do not pack
-                self._slot_levels[slot] = _FREE_LEVEL
-            self._slot_rank[slot] = _FREE_COST
-            self._slot_snap[slot] = None
-            self._free_slots.append(slot)
+        self._make_room(classes.count)
         if classes.count > self.history_budget:
             return
         slot = self._free_slots.pop()

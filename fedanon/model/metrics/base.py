@@ -22,6 +22,9 @@ Traits the protocols and baselines read (instead of keeping their own lists of n
   * `uses_weights`: the loss is a sum (or mean) of one term per quasi-identifier, so ARX's
     attribute weights apply: each QI's term is multiplied by its weight (scaled to average 1 by
     the config, so equal weights give the unweighted loss). A metric without it refuses weights;
+  * `loss_reads_suppressed_only`: `loss(levels, classes, failing)` reads nothing of the kept
+    classes, so it equals `loss` over a table of only the suppressed classes, all failing (a
+    search whose classes stay on a cluster's workers then brings only those to the judge);
   * `needs_class_values`: a class's share of the loss depends on its generalized values, not only on
     its size and the node's levels (Protocol C's key holder, which never sees a class's values, can
     judge such a metric only through a per-class weight channel; `loss` has one).
@@ -64,6 +67,7 @@ class Metric:
     charges_suppressed_values = False
     has_baseline = True
     needs_class_values = False
+    loss_reads_suppressed_only = False
     uses_weights = False
     monotone_without_suppression = True
     monotone_with_suppression = False

@@ -22,6 +22,7 @@ class _EntropyBase(Metric):
     """
 
     uses_weights = True
+    loss_reads_suppressed_only = True  # the static part plus the suppressed classes' marginals
 
     def _term(self, orig: np.ndarray, gen: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -42,10 +42,13 @@ from fedanon.engine.check.backends.base import register_backend
 from fedanon.engine.check.backends import processes
 from fedanon.engine.check.backends.processes import (SHUFFLE_RANGES_PER_WORKER, join_ranges, merge_partition_classes,
                                                      merge_ranges, partition_classes, partition_grouper)
+from fedanon.engine.check.checker import ClassSums, class_sums, failing_by_class
 from fedanon.engine.check.grouping import Grouper
 from fedanon.errors import InputError
 from fedanon.kit.threads import limit_this_process
-from fedanon.stats.classes import Classes
+from fedanon.model.criterion import Criterion
+from fedanon.stats.classes import Classes, ClassStats
+from fedanon.stats.keys import mixed_radix_digits
 
 _log = logging.getLogger(__name__)
 
@@ -93,6 +96,12 @@ def build_partition(rows: PartitionRows, setup: GroupingSetup) -> Partition:
     return Partition(rows, setup)
 
 
+def partition_size(part: Partition) -> int:
+    """The partition's rows: a task whose result is an int, so that waiting for a partition to be
+    built moves nothing (gathering the partition itself would copy all its rows to the driver)."""
+    return part.n_rows
+
+
 def group_partition(part: Partition, levels: tuple[int, ...]) -> tuple[np.ndarray, Any]:
     """This partition's class table at `levels` (codes, stats)."""
     classes = part.grouper.group_rows(levels)
@@ -116,14 +125,37 @@ def shuffle_pieces(part: Partition, levels: tuple[int, ...], n_ranges: int,
 
 
 def merge_pieces(pieces: list[tuple[np.ndarray, np.ndarray]], w: int, n_ranges: int,
-                 radices: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 radices: list[int], digits: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shuffle step 2 on worker `w`: its ranges merged over every partition's piece
-    (`merge_ranges` with the other ranges counted empty)."""
+    (`merge_ranges` with the other ranges counted empty; `digits` as there)."""
     mine = list(range(w, n_ranges, len(pieces)))
     counts = np.zeros((len(pieces), n_ranges), dtype=np.int64)
     for p, (_, piece_counts) in enumerate(pieces):
         counts[p, mine] = piece_counts
-    return merge_ranges([piece for piece, _ in pieces], counts, mine, radices)
+    return merge_ranges([piece for piece, _ in pieces], counts, mine, radices, digits)
+
+
+Merged = tuple[np.ndarray, np.ndarray, np.ndarray]  # a worker's merged ranges: (classes per range, keys, sizes)
+
+
+def merged_sums(merged: Merged, criteria: list[Criterion], implied_k: int) -> ClassSums:
+    """The `ClassSums` of one worker's merged ranges (whole classes: no other worker has them)."""
+    return class_sums(ClassStats(merged[2], {}), criteria, implied_k)
+
+
+def merged_codes(merged: Merged, radices: list[int]) -> Merged:
+    """One worker's merged ranges with class codes instead of keys (as `merge_pieces` returns them)."""
+    return merged[0], mixed_radix_digits(merged[1], radices), merged[2]
+
+
+def merged_failing(merged: Merged, criteria: list[Criterion], radices: list[int]) -> Merged:
+    """One worker's merged ranges cut down to the classes the criteria reject, still per range,
+    with their codes."""
+    per_range, keys, sizes = merged
+    failing = failing_by_class(criteria, ClassStats(sizes, {}))
+    ends = np.concatenate([[0], np.cumsum(per_range)])
+    kept_before = np.concatenate([[0], np.cumsum(failing)])
+    return np.diff(kept_before[ends]), mixed_radix_digits(keys[failing], radices), sizes[failing]
 
 
 # --------------------------------------------------------------------------- the driver's side
@@ -210,8 +242,14 @@ class DaskRowGrouper:
             parts.append(client.submit(build_partition, sent, setup, workers=[address], allow_other_workers=False,
                                        pure=False, key=f"fedanon-partition-{token}-{p}"))
             del sent
-        client.gather(parts)  # every partition built (and any worker error raised) before the search
-        return cls(client, grouper, addresses, parts, token)
+        pool = cls(client, grouper, addresses, parts, token)
+        pool.wait_built()
+        return pool
+
+    def wait_built(self) -> None:
+        """Every partition built (and any worker's error raised) before the search; only row
+        counts come back, never a partition."""
+        self.client.gather([self._on(p, partition_size, part) for p, part in enumerate(self.parts)])
 
     def _on(self, p: int, fn: Any, *args: Any, key: str | None = None) -> Any:
         """Run `fn(*args)` on partition p's worker."""
@@ -242,7 +280,9 @@ class DaskRowGrouper:
         parts = self.client.gather([self._on(p, group_partition, part, levels) for p, part in enumerate(self.parts)])
         return merge_partition_classes(levels, parts, self.grouper.key_shape(levels)[0])
 
-    def _shuffle(self, levels: tuple[int, ...]) -> Classes:
+    def _merged(self, levels: tuple[int, ...], digits: bool = True) -> list[Any]:
+        """The shuffle up to its merge: futures of each worker's merged ranges, held there (with
+        the classes' keys instead of their codes where not `digits`: a third of the memory)."""
         self.shuffles += 1
         n_ranges = self.workers * SHUFFLE_RANGES_PER_WORKER
         radices = self.grouper.key_shape(levels)[0]
@@ -250,14 +290,61 @@ class DaskRowGrouper:
         # piece w of partition p, split off on p's worker: only that piece travels to worker w
         pieces = [[self._on(p, operator.getitem, cut[p], w) for p in range(self.workers)]
                   for w in range(self.workers)]
-        merged = [self._on(w, merge_pieces, pieces[w], w, n_ranges, radices) for w in range(self.workers)]
-        return join_ranges(levels, self.client.gather(merged), n_ranges)
+        return [self._on(w, merge_pieces, pieces[w], w, n_ranges, radices, digits) for w in range(self.workers)]
+
+    def _shuffle(self, levels: tuple[int, ...]) -> Classes:
+        merged = self._merged(levels)
+        return join_ranges(levels, self.client.gather(merged), self.workers * SHUFFLE_RANGES_PER_WORKER)
+
+    def splits(self, levels: tuple[int, ...]) -> bool:
+        """Nodes grouped by the shuffle: each worker ends with whole classes of its key ranges."""
+        levels = tuple(int(x) for x in levels)
+        return self.workers > 1 and not self._small_merge(levels) and bool(self._shuffled(levels))
+
+    def split(self, levels: tuple[int, ...], criteria: list[Criterion], implied_k: int) -> "WorkerClasses":
+        """Shuffle `levels` and leave each worker's merged ranges there; only their counts come back."""
+        levels = tuple(int(x) for x in levels)
+        self.groupings += 1
+        merged = self._merged(levels, digits=False)
+        sums = sum(self.client.gather([self._on(w, merged_sums, m, criteria, implied_k) for w, m in enumerate(merged)]),
+                   ClassSums())
+        return WorkerClasses(self, levels, merged, criteria, sums)
 
     def close(self) -> None:
         """Drop the partitions from the workers (idempotent)."""
         if self.parts:
             self.client.cancel(self.parts)
             self.parts = []
+
+
+class WorkerClasses:
+    """A node's classes held on the workers, one part of whole classes each (`checker.SplitClasses`)."""
+
+    def __init__(self, pool: DaskRowGrouper, levels: tuple[int, ...], merged: list[Any], criteria: list[Criterion],
+                 sums: ClassSums) -> None:
+        self._pool = pool
+        self._levels = levels
+        self._merged = merged
+        self._criteria = criteria
+        self.sums = sums
+
+    def _join(self, parts: list[Merged]) -> Classes:
+        return join_ranges(self._levels, parts, self._pool.workers * SHUFFLE_RANGES_PER_WORKER)
+
+    def whole(self) -> Classes:
+        pool, radices = self._pool, self._pool.grouper.key_shape(self._levels)[0]
+        return self._join(pool.client.gather([pool._on(w, merged_codes, m, radices)
+                                              for w, m in enumerate(self._merged)]))
+
+    def failing(self) -> Classes:
+        pool, radices = self._pool, self._pool.grouper.key_shape(self._levels)[0]
+        return self._join(pool.client.gather([pool._on(w, merged_failing, m, self._criteria, radices)
+                                              for w, m in enumerate(self._merged)]))
+
+    def release(self) -> None:
+        if self._merged:
+            self._pool.client.cancel(self._merged)
+            self._merged = []
 
 
 @register_backend("dask")

@@ -151,9 +151,9 @@ class RemoteTable:
         """Partition groupers over global codes on the workers, attached to the driver's row-less `grouper`."""
         self.parts = [self._on(p, build_read_partition, local, self._remaps[p], roles, setup, name="partition")
                       for p, local in enumerate(self._local)]
-        self.client.gather(self.parts)
-        self._local = []  # the partitions hold their local columns now
         pool = DaskRowGrouper(self.client, grouper, self.addresses, self.parts, self.token)
+        pool.wait_built()
+        self._local = []  # the partitions hold their local columns now
         grouper.row_partitions = pool
         return pool
 

@@ -225,12 +225,14 @@ def partition_classes(grouper: Grouper, levels: tuple[int, ...], n_ranges: int, 
 
 
 def merge_ranges(classes_of: list[np.ndarray], counts: np.ndarray, ranges: list[int],
-                 radices: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 radices: list[int], digits: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shuffle step 2: the classes of key ranges `ranges` (ascending), merged from every partition.
 
     `classes_of[p]`: partition p's (key, size) rows, ascending; `counts[p, r]`: how many of
     them lie in range r. Each partition's piece of a range is sorted, so a stable sort of
-    the joined pieces merges runs. Returns (classes per range, class codes, sizes).
+    the joined pieces merges runs. Returns (classes per range, class codes, sizes); with
+    `digits` False the classes' keys (8 bytes a class) instead of their codes (4 a QI), for a
+    caller that decodes only some of them (`mixed_radix_digits`).
     """
     n_parts = counts.shape[0]
     starts = np.zeros((n_parts, counts.shape[1] + 1), dtype=np.int64)
@@ -248,7 +250,7 @@ def merge_ranges(classes_of: list[np.ndarray], counts: np.ndarray, ranges: list[
     width = _range_width(span, int(counts.shape[1]))
     ends = [ranges[0] * width] + [(r + 1) * width for r in ranges] if ranges else [0]
     per_range = np.diff(np.searchsorted(present, ends))
-    return per_range, mixed_radix_digits(present, radices), sizes
+    return per_range, mixed_radix_digits(present, radices) if digits else present, sizes
 
 
 def join_ranges(levels: tuple[int, ...], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],

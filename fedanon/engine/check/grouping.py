@@ -35,6 +35,9 @@ _ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this 
 # snapshot: at most 128 MiB over 256 snapshots); larger tables count at once, as their maps
 # would hold too much memory
 _DEFER_ROW_COUNTS = 1 << 16
+# level-0 code columns kept in their own type (any other is copied to int32): every use widens
+# them first (the key fold starts in the key's type, gathers index with them, counts bincount them)
+_LEVEL0_TYPES = (np.dtype(np.int32), np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 _FREE_LEVEL = np.iinfo(np.int16).max
 _FREE_COST = np.iinfo(np.int64).max
 _MAX_RANK_COST = (1 << 31) - 2  # a snapshot's roll-up cost in the rank's upper half (clipped, never reached: a rank stays below _FREE_COST)
@@ -96,10 +99,12 @@ class Grouper:
         """`n_rows`: the table's rows where they are held by a backend's partitions elsewhere
         (a cluster's workers read them from the files); the columns are then empty, and every
         row grouping must go to that backend."""
-        # one contiguous int32 column per QI, and nothing else per row: a column that already is
-        # contiguous int32 (a column-major table's) is used as it is, not copied
+        # one contiguous integer column per QI, and nothing else per row: a column that already is
+        # contiguous int32 (a column-major table's) or unsigned of at most 4 bytes (a backend's
+        # partition in the narrowest type of its dictionary: 1-2 bytes a row) is used as it is
         columns = list(qi_codes.T) if isinstance(qi_codes, np.ndarray) else list(qi_codes)
-        self._qi_columns = [np.ascontiguousarray(c, dtype=np.int32) for c in columns]
+        self._qi_columns = [np.ascontiguousarray(c, dtype=c.dtype if c.dtype in _LEVEL0_TYPES else np.int32)
+                            for c in columns]
         self.n_qis = len(self._qi_columns)
         held = int(qi_codes.shape[0] if isinstance(qi_codes, np.ndarray) else
                    self._qi_columns[0].shape[0] if self._qi_columns else 0)
@@ -162,7 +167,8 @@ class Grouper:
 
     # ------------------------------------------------------------------ helpers
     def qi_column(self, qi: int) -> np.ndarray:
-        """Level-0 codes of one QI for all rows (int32, contiguous; do not modify)."""
+        """Level-0 codes of one QI for all rows (contiguous; do not modify): int32 as a table holds
+        them, or the narrowest unsigned type in a backend's partition -- widen before arithmetic."""
         return self._qi_columns[qi]
 
     def column(self, qi: int, level: int) -> np.ndarray:

@@ -40,8 +40,9 @@ import numpy as np
 
 from fedanon.engine.check.backends.base import register_backend
 from fedanon.engine.check.backends import processes
-from fedanon.engine.check.backends.processes import (SHUFFLE_RANGES_PER_WORKER, join_ranges, merge_partition_classes,
-                                                     merge_ranges, partition_classes, partition_grouper)
+from fedanon.engine.check.backends.processes import (SHUFFLE_RANGES_PER_WORKER, classes_by_range, join_ranges,
+                                                     level0_part, merge_partition_classes, merge_ranges,
+                                                     partition_grouper)
 from fedanon.engine.check.checker import ClassSums, class_sums, failing_by_class
 from fedanon.engine.check.grouping import Grouper
 from fedanon.errors import InputError
@@ -58,7 +59,8 @@ LOOPBACK = "127.0.0.1"
 # --------------------------------------------------------------------------- on the workers
 @dataclass
 class PartitionRows:
-    """One partition's rows as sent to its worker (level-0 QI codes and statistics columns)."""
+    """One partition's rows as sent to its worker (level-0 QI codes in the narrowest unsigned type of
+    their dictionaries, and statistics columns)."""
 
     columns: list[np.ndarray]
     sensitive: dict[str, np.ndarray]
@@ -77,19 +79,14 @@ class GroupingSetup:
 
 
 class Partition:
-    """A partition held in a worker's memory: its grouper and the buffer of its shuffle classes."""
+    """A partition held in a worker's memory: its grouper (and nothing else per row: a shuffle's
+    classes are a task's temporary, sized by the classes, not a buffer of 16 bytes a row)."""
 
     def __init__(self, rows: PartitionRows, setup: GroupingSetup) -> None:
         limit_this_process()  # the parallelism is the workers; see fedanon.kit.threads
         self.grouper = partition_grouper(rows.columns, setup.code_maps, rows.sensitive, setup.sensitive_sizes,
                                          rows.subset, setup.sparse, setup.saturation, setup.column_cache_mib)
         self.n_rows = self.grouper.n_rows
-        self._classes: np.ndarray | None = None
-
-    def shuffle_buffer(self) -> np.ndarray:
-        if self._classes is None:  # at most one class per row: (key, size) int64 rows
-            self._classes = np.empty((self.n_rows, 2), dtype=np.int64)
-        return self._classes
 
 
 def build_partition(rows: PartitionRows, setup: GroupingSetup) -> Partition:
@@ -102,6 +99,22 @@ def partition_size(part: Partition) -> int:
     return part.n_rows
 
 
+def held_arrays(part: Partition) -> dict[str, tuple[str, int]]:
+    """The per-row arrays a partition holds for the whole search: name -> (dtype, bytes); the
+    level-0 QI codes, the statistics columns and, for a table read on the workers, the local
+    columns kept for output. What a test checks is narrow and a measurement sums (cached
+    generalized columns and a check's temporaries come on top)."""
+    g = part.grouper
+    held = {f"qi{i}": g.qi_column(i) for i in range(g.n_qis)}
+    held.update({f"sens:{a}": c for a, c in g.sensitive_codes.items()})
+    if g.subset is not None:
+        held["subset"] = g.subset
+    source = getattr(part, "source", None)  # set where the partition was read on the worker
+    if source is not None:
+        held.update({f"source{c}": codes for c, codes in enumerate(source.codes) if codes.size})
+    return {name: (a.dtype.str, int(a.nbytes)) for name, a in held.items()}
+
+
 def group_partition(part: Partition, levels: tuple[int, ...]) -> tuple[np.ndarray, Any]:
     """This partition's class table at `levels` (codes, stats)."""
     classes = part.grouper.group_rows(levels)
@@ -112,8 +125,11 @@ def shuffle_pieces(part: Partition, levels: tuple[int, ...], n_ranges: int,
                    n_workers: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Shuffle step 1: this partition's classes cut into one piece per worker: worker w gets
     the (key, size) rows of ranges w, w + W, ... in ascending order, with their count per range."""
-    out = part.shuffle_buffer()
-    counts = partition_classes(part.grouper, levels, n_ranges, out)
+    present, sizes, counts = classes_by_range(part.grouper, levels, n_ranges)
+    out = np.empty((present.shape[0], 2), dtype=np.int64)  # (key, size) rows, as the merge reads them
+    out[:, 0] = present
+    out[:, 1] = sizes
+    del present, sizes
     starts = np.concatenate([[0], np.cumsum(counts)])
     pieces = []
     for w in range(n_workers):
@@ -233,7 +249,7 @@ class DaskRowGrouper:
         parts = []
         for p, address in enumerate(addresses):
             lo, hi = int(bounds[p]), int(bounds[p + 1])
-            rows = PartitionRows([grouper.qi_column(i)[lo:hi] for i in range(grouper.n_qis)],
+            rows = PartitionRows([level0_part(grouper, i, lo, hi) for i in range(grouper.n_qis)],
                                  {a: c[lo:hi] for a, c in grouper.sensitive_codes.items()},
                                  None if grouper.subset is None else grouper.subset[lo:hi])
             # hash=False: a key of its own, so an equal partition of another run (same content, same
@@ -256,6 +272,11 @@ class DaskRowGrouper:
         self._checks += 1
         return self.client.submit(fn, *args, workers=[self.addresses[p]], allow_other_workers=False, pure=False,
                                   key=key or f"fedanon-{fn.__name__}-{self._token}-{self._checks}-{p}")
+
+    def held_arrays(self) -> list[dict[str, tuple[str, int]]]:
+        """Per partition, its per-row arrays on its worker (`held_arrays` there); only names,
+        types and sizes travel."""
+        return self.client.gather([self._on(p, held_arrays, part) for p, part in enumerate(self.parts)])
 
     def _small_merge(self, levels: tuple[int, ...]) -> bool:
         share = processes.MERGE_SPAN_SHARE  # read at each check, so a test can send every node here

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fedanon.data.io.columnar import narrow_codes
 from fedanon.data.io.parquet_parts import LocalColumns, PartitionPlan, plan_partitions, read_partition, \
     unify_dictionaries
 from fedanon.engine.check.backends.dask import (DaskRowGrouper, GroupingSetup, Partition, PartitionRows,
@@ -48,11 +49,19 @@ class ColumnRoles:
 
 def build_read_partition(local: LocalColumns, remaps: list[np.ndarray], roles: ColumnRoles,
                          setup: GroupingSetup) -> Partition:
-    """The partition grouper over global codes (QIs int32, sensitive int64), the local columns kept for output."""
-    columns = [np.take(remaps[c].astype(np.int32), local.codes[c]) for c in roles.qis]  # no int64 copy per row
+    """The partition grouper over global codes (QIs in the narrowest unsigned type of their global
+    dictionaries, sensitive int64), the local columns kept for output."""
+    # the remap narrowed, not the rows: no wider copy per row is ever made
+    columns = [np.take(narrow_codes(remaps[c], int(setup.code_maps[i].shape[1])), local.codes[c])
+               for i, c in enumerate(roles.qis)]
     sensitive = {a: np.take(remaps[c], local.codes[c]) for a, c in roles.sensitive.items()}
     part = Partition(PartitionRows(columns, sensitive, None), setup)
-    part.source = local  # type: ignore[attr-defined]
+    # for output only the other columns' local codes: a QI is written from the grouper's
+    # generalized codes, so its local codes (a second copy per row) are dropped here
+    qis = set(roles.qis) - set(roles.sensitive.values())
+    # (a new empty array, not codes[:0]: a view would keep the whole column alive)
+    part.source = LocalColumns([np.zeros(0, dtype=codes.dtype) if c in qis else codes  # type: ignore[attr-defined]
+                                for c, codes in enumerate(local.codes)], local.dictionaries)
     return part
 
 

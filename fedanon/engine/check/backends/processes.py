@@ -46,6 +46,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from fedanon.data.io.columnar import narrow_codes
 from fedanon.kit.cores import available_cores
 from fedanon.stats.classhist import SparseHistogram
 from fedanon.stats.classes import ClassStats
@@ -193,6 +194,13 @@ def _views(shm: SharedMemory, layout: _Layout) -> dict[str, np.ndarray]:
             for name, dtype, offset in layout.arrays}
 
 
+def level0_part(grouper: Grouper, qi: int, lo: int, hi: int) -> np.ndarray:
+    """Rows lo..hi of one QI's level-0 codes in the narrowest unsigned type of its dictionary
+    (1 byte a row up to 256 values, 2 up to 65,536, else 4): what a worker's partition holds,
+    instead of the table's int32 (any backend's workers)."""
+    return narrow_codes(grouper.qi_column(qi)[lo:hi], int(grouper.code_maps[qi].shape[1]))
+
+
 def partition_grouper(columns: list[np.ndarray], code_maps: list[np.ndarray], sensitive: dict[str, np.ndarray],
                       sensitive_sizes: dict[str, int], subset: np.ndarray | None, sparse: set[str],
                       saturation: dict[str, int], column_cache_mib: int) -> Grouper:
@@ -212,16 +220,24 @@ def _range_width(span: int, n_ranges: int) -> int:
     return max(1, -(-span // n_ranges))
 
 
-def partition_classes(grouper: Grouper, levels: tuple[int, ...], n_ranges: int, out: np.ndarray) -> np.ndarray:
-    """Shuffle step 1 on one partition: its classes at `levels` as (exact key, size), ascending,
-    written to `out` (int64 rows [key, size]); returns how many classes fall into each key range."""
+def classes_by_range(grouper: Grouper, levels: tuple[int, ...], n_ranges: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                         np.ndarray]:
+    """Shuffle step 1 on one partition: its classes at `levels` as (present exact keys ascending,
+    their sizes, how many classes fall into each key range)."""
     radices = grouper.key_shape(levels)[0]
     key, span, _ = combined_key([grouper.column(i, l) for i, l in enumerate(levels)], radices)
     present, sizes = key_sizes(key, span, key.shape[0])
+    width = _range_width(span, n_ranges)
+    return present, sizes, np.diff(np.searchsorted(present, np.arange(n_ranges + 1, dtype=np.int64) * width))
+
+
+def partition_classes(grouper: Grouper, levels: tuple[int, ...], n_ranges: int, out: np.ndarray) -> np.ndarray:
+    """`classes_by_range` written to `out` (int64 rows [key, size], shared memory the other
+    processes read); returns the classes per key range."""
+    present, sizes, counts = classes_by_range(grouper, levels, n_ranges)
     out[: present.shape[0], 0] = present
     out[: present.shape[0], 1] = sizes
-    width = _range_width(span, n_ranges)
-    return np.diff(np.searchsorted(present, np.arange(n_ranges + 1, dtype=np.int64) * width))
+    return counts
 
 
 def merge_ranges(classes_of: list[np.ndarray], counts: np.ndarray, ranges: list[int],
@@ -331,6 +347,7 @@ class ParallelRowGrouper:
                                          {a: c[: bounds[1]] for a, c in grouper.sensitive_codes.items()},
                                          sizes, part(subset, 0), grouper.sparse, grouper.saturation, cache)
         self._blocks: list[SharedMemory] = []
+        self._layouts: list[_Layout] = []
         self._conns: list[Any] = []
         self._procs: list[Any] = []
         # a shuffle needs class sizes to be the only statistic (no per-row histograms to carry)
@@ -347,7 +364,7 @@ class ParallelRowGrouper:
                     self._shuffle_blocks.append(block)
                     self._classes_of.append(np.ndarray((rows, 2), dtype=np.int64, buffer=block.buf))
             for p in range(1, self.workers):
-                arrays = ([(f"qi{i}", c[bounds[p]:bounds[p + 1]]) for i, c in enumerate(columns)]
+                arrays = ([(f"qi{i}", level0_part(grouper, i, bounds[p], bounds[p + 1])) for i in range(len(columns))]
                           + [(f"sens:{a}", c[bounds[p]:bounds[p + 1]]) for a, c in grouper.sensitive_codes.items()]
                           + ([("subset", subset[bounds[p]:bounds[p + 1]])] if subset is not None else []))
                 layout, block = self._share(arrays, int(bounds[p + 1] - bounds[p]), grouper, cache)
@@ -382,7 +399,14 @@ class ParallelRowGrouper:
                          dict(grouper.saturation), cache)
         for (name, a), view in zip(arrays, _views(block, layout).values()):
             view[:] = a
+        self._layouts.append(layout)
         return layout, block
+
+    def held_arrays(self) -> list[dict[str, tuple[str, int]]]:
+        """Per worker process, the per-row arrays its partition holds in shared memory for the
+        whole search: name -> (dtype, bytes). What a test checks is narrow and a measurement sums."""
+        return [{name: (dtype, layout.n_rows * np.dtype(dtype).itemsize) for name, dtype, _ in layout.arrays}
+                for layout in self._layouts]
 
     @staticmethod
     def _receive(conn: Any) -> Any:

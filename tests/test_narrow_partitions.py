@@ -174,3 +174,22 @@ def test_dask_partitions_narrow_and_exact(monkeypatch):
     finally:
         client.close()
         local.close()
+
+
+def test_research_subset_flags_one_byte_a_row_and_counted_exactly(monkeypatch):
+    """The research subset's flags travel and stay as booleans (not int64, 8 bytes a row); the
+    subset counts per class equal the reference's."""
+    monkeypatch.setattr(processes, "MERGE_SPAN_SHARE", math.inf)
+    columns, code_maps = _table(3000)
+    flags = np.random.default_rng(5).random(3000) < 0.3
+    grouper = Grouper(columns, code_maps, subset=flags)
+    assert grouper.subset.dtype == np.bool_
+    with parallel_rows(grouper, 2) as pool:
+        assert pool.held_arrays()[0]["subset"] == ("|b1", 1500)
+        levels = (1, 2, 0)
+        got = grouper.group_rows(levels)
+        assert pool.groupings == 1
+    rows = np.stack([cm[l].astype(np.int64)[c] for c, cm, l in zip(columns, code_maps, levels)], axis=1)
+    codes, inverse = np.unique(rows, axis=0, return_inverse=True)
+    assert got.codes.tolist() == codes.tolist()
+    assert got.stats.subset_sizes.tolist() == np.bincount(inverse.ravel()[flags], minlength=len(codes)).tolist()

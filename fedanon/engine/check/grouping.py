@@ -114,7 +114,8 @@ class Grouper:
         self.level_sizes = [(m.max(axis=1) + 1).tolist() if m.shape[1] else [0] * m.shape[0] for m in code_maps]
         self.sensitive_codes = sensitive_codes or {}
         self.sensitive_sizes = sensitive_sizes or {}
-        self.subset = None if subset is None else subset.astype(np.int64)
+        # flags, 1 byte a row (the counts use `_subset_rows`; nothing sums the flags as weights)
+        self.subset = None if subset is None else subset if subset.dtype == np.bool_ else np.asarray(subset) != 0
         # the research subset's rows: counting their keys (an integer bincount over a tenth of
         # the rows, say) costs a fraction of a float-weighted bincount over all rows
         self._subset_rows = None if subset is None else np.flatnonzero(subset)

@@ -399,9 +399,17 @@ class _Layer:
                 self._cells = (cell, int(cell_keys.shape[0]), cell_group[starts], starts)
         return self._cells
 
+    def group_sizes(self, sizes: np.ndarray) -> np.ndarray:
+        """Rows per projection group (each class's size added to its group in every subset)."""
+        return np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+
     def lost_groups(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
         """Per group, the rows `lost_rows` counts for it."""
-        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
+        return self.lost_in(self.group_sizes(sizes), counts, k, c)
+
+    def lost_in(self, group_size: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
+        """Per group of the given sizes: all its rows below `k`, else its largest sensitive
+        count's excess over share `c` divided by 1 − c (at most the group's rows)."""
         lost = np.where(group_size < k, group_size, 0.0)
         if counts is not None and self.entries is not None and c < 1.0:
             cell, n_cells, cell_groups, starts = self.cells()
@@ -421,24 +429,12 @@ class _Layer:
         """`LKCCriterion.suppression_bound` on this layer's subsets: per subset, the rows of its
         groups below `k` plus each other group's largest excess over share `c` divided by 1 − c;
         the largest subset's sum (the groups below `k` alone where they exceed `limit`)."""
-        group_size = np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
-        lost = np.where(group_size < k, group_size, 0.0)
+        group_size = self.group_sizes(sizes)
         if limit is not None:
-            small = self.lost_per_subset(lost)
+            small = self.lost_per_subset(np.where(group_size < k, group_size, 0.0))
             if small.size and float(small.max()) > limit:
                 return float(small.max())
-        if counts is not None and self.entries is not None and c < 1.0:
-            cell, n_cells, cell_groups, starts = self.cells()
-            if n_cells:
-                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
-                if starts is None:
-                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
-                else:
-                    largest = np.zeros(self.n_groups, dtype=np.float64)
-                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
-                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
-                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
-        per_subset = self.lost_per_subset(lost)
+        per_subset = self.lost_per_subset(self.lost_in(group_size, counts, k, c))
         return float(per_subset.max()) if per_subset.size else 0.0
 
     def lost_per_subset(self, lost: np.ndarray) -> np.ndarray:

@@ -58,6 +58,18 @@ def primary_names(n: int) -> list[str]:
     return [f"p{i + 1}" for i in range(n)]
 
 
+def raise_first_error(errors: dict[str, BaseException]) -> None:
+    """Raise the error of an in-memory run that explains it: a party's own failure rather than
+    another party's notice that the run was aborted, named after the party where it happened."""
+    if not errors:
+        return
+    own = [(p, e) for p, e in errors.items() if "aborted the run" not in str(e)]
+    party, exc = (own or list(errors.items()))[0]
+    if isinstance(exc, FedanonError):
+        raise type(exc)(f"run failed at party {party!r}: {exc}")
+    raise exc
+
+
 def simulate_table(
     columns: list[str],
     rows: list[list[str]],
@@ -132,12 +144,7 @@ def _run_threads(shares, names, hierarchy_paths, config, distribution, recipient
     if timeout is not None:
         settings.receive_timeout_s = float(timeout)
     run = run_in_memory(settings, local, engine=engine)
-    if run.errors:
-        own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
-        party, exc = (own or list(run.errors.items()))[0]
-        if isinstance(exc, FedanonError):
-            raise type(exc)(f"run failed at party {party!r}: {exc}")
-        raise exc
+    raise_first_error(run.errors)
     reports = {name: {"role": roles[name], **o.report} for name, o in run.outcomes.items()}
     out = run.outcomes[recipient]
     return reports, out.output

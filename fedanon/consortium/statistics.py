@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.consortium.daemons import share_party
-from fedanon.consortium.simulation import HELPER_NAME, party_roles, primary_names
+from fedanon.consortium.simulation import HELPER_NAME, party_roles, primary_names, raise_first_error
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.dp.statistics import StatisticsRequest
-from fedanon.errors import FedanonError, InputError, PeerError
+from fedanon.errors import InputError, PeerError
 from fedanon.kit.atomicfile import write_text_atomic
 from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
@@ -134,12 +134,7 @@ def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_pat
         settings = RunSettings(f"stats-{int(time.time() * 1000)}", protocol, distribution, None,  # type: ignore[arg-type]
                                roles, recipient, run_options)
         run = run_in_memory(settings, local)
-        if run.errors:
-            own = [(p, e) for p, e in run.errors.items() if "aborted the run" not in str(e)]
-            party, exc = (own or list(run.errors.items()))[0]
-            if isinstance(exc, FedanonError):
-                raise type(exc)(f"run failed at party {party!r}: {exc}")
-            raise exc
+        raise_first_error(run.errors)
         report: dict[str, Any] = {"protocol": protocol, "distribution": distribution,
                                   "party_reports": {n: {"role": roles[n], **o.report} for n, o in run.outcomes.items()},
                                   "simulation": {"daemons": 0, "transport": "in-memory (threads, no TLS)"}}

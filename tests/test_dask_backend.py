@@ -13,7 +13,6 @@ and reject a bad backend or a scheduler without it in one line.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import sys
 from pathlib import Path
@@ -39,6 +38,7 @@ from fedanon.engine.check.backends.base import backend_for, backends  # noqa: E4
 from fedanon.model.metrics.registry import METRICS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dask_cluster import loopback_cluster  # noqa: E402
 from engine_strategies import instances  # noqa: E402
 from test_parallel_grouping import (ADULT, ADULT_QIS, SEARCHES, _adult_table, _random_grouper,  # noqa: E402
                                     _sizes_only_grouper, assert_same_classes)
@@ -49,14 +49,8 @@ WORKERS = 2
 @pytest.fixture(scope="module")
 def cluster():
     """A local cluster on loopback for this module: (scheduler address, client)."""
-    local = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
-    client = distributed.Client(local)
-    try:
-        yield local.scheduler_address, client
-    finally:
-        client.close()
-        local.close()
+    with loopback_cluster(WORKERS) as cluster:
+        yield cluster
 
 
 @pytest.fixture

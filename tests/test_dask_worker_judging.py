@@ -11,7 +11,6 @@ wrong count on a worker, a class counted twice or a failing class lost changes `
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from fedanon.stats.classes import ClassStats  # noqa: E402
 from fedanon.model.criterion import KAnonymity  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dask_cluster import loopback_cluster  # noqa: E402
 from fedanon.engine.check.grouping import Grouper  # noqa: E402
 from test_parallel_grouping import ADULT_QIS, _adult_table, _sizes_only_grouper  # noqa: E402
 
@@ -38,14 +38,8 @@ WORKERS = 2
 
 @pytest.fixture(scope="module")
 def client():
-    local = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
-    c = distributed.Client(local)
-    try:
+    with loopback_cluster(WORKERS) as (_, c):
         yield c
-    finally:
-        c.close()
-        local.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ reference: `np.unique` over the rows' generalized codes in int64.
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
@@ -153,16 +152,14 @@ def test_parquet_partition_read_on_a_worker_holds_narrow_codes(tmp_path: Path):
 
 
 def test_dask_partitions_narrow_and_exact(monkeypatch):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
+    from dask_cluster import loopback_cluster
     from fedanon.engine.check.backends.dask import dask_rows
 
     monkeypatch.setattr(processes, "MERGE_SPAN_SHARE", math.inf)
     columns, code_maps = _table(5000)
     grouper = Grouper(columns, code_maps)
-    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
-    client = distributed.Client(local)
-    try:
+    with loopback_cluster(2) as (_, client):
         with dask_rows(grouper, 2, client=client) as pool:
             held = pool.held_arrays()
             assert len(held) == 2
@@ -171,9 +168,6 @@ def test_dask_partitions_narrow_and_exact(monkeypatch):
                 assert sum(b for _, b in part.values()) == 4 * 2500
             _assert_reference(grouper, columns, code_maps)
             assert pool.groupings == len(_nodes(code_maps))
-    finally:
-        client.close()
-        local.close()
 
 
 def test_research_subset_flags_one_byte_a_row_and_counted_exactly(monkeypatch):

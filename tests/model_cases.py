@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedanon
@@ -93,6 +94,37 @@ def engine_equals_reference(table, hier, config: AnonymizationConfig, rows, subs
     got = [[v.decode() for v in row] for row in result.output.decode_rows()]
     assert got == ref.output(expected)
     return True
+
+
+#: the metrics both the engine and the independent reference compute, for models whose
+#: reference is fast enough to run every one of them
+REFERENCE_CASE_METRICS = ["loss", "nonuniform-entropy", "discernibility"]
+
+
+def property_tests(make_model: Callable[[Callable], PrivacyModel],
+                   reference_args: Callable[[PrivacyModel], dict[str, Any]], *,
+                   exhaustive_examples: int = 150, reference_examples: int = 60,
+                   exhaustive_metrics: list[str] = ENGINE_METRICS,
+                   reference_metrics: list[str] = REFERENCE_CASE_METRICS,
+                   fit: Callable[[tuple], tuple] = lambda instance: instance) -> tuple[Callable, Callable]:
+    """The two property tests every model file runs, for the model `make_model` draws:
+    Flash equals the exhaustive search (and the verifier agrees) under every engine metric, and
+    the engine equals the independent reference, called with `reference_args(model)`. `fit`
+    adjusts a drawn instance where the model needs it (e.g. LKC's L no larger than the QIs).
+    A model file binds both to names starting with `test_` so that pytest collects them."""
+
+    @settings(max_examples=exhaustive_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def flash_test(data):
+        flash_equals_exhaustive(*fit(data.draw(instances(make_model, metrics=exhaustive_metrics))))
+
+    @settings(max_examples=reference_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def reference_test(data):
+        table, hier, config, rows = fit(data.draw(instances(make_model, metrics=reference_metrics)))
+        engine_equals_reference(table, hier, config, rows, **reference_args(config.models[0]))
+
+    return flash_test, reference_test
 
 
 def released(path: Path) -> list[str]:

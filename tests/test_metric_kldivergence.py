@@ -30,8 +30,7 @@ from fedanon.errors import InputError
 from fedanon.model.metrics.registry import metric_names, metric_type
 from fedanon.model.privacy.ldiversity import LDiversity
 from fedanon.model.privacy.reidentification import AverageRisk
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
-    simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, property_tests, released, simulate_b_equals_anonymize
 
 QIS = ["age", "sex", "zipcode"]
 METRIC = "kl-divergence"
@@ -141,20 +140,16 @@ def _model(draw):
     return AverageRisk(draw(st.sampled_from([0.4, 0.5, 0.7])))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model, metrics=[METRIC])))
+def _reference_args(model) -> dict:
+    if isinstance(model, LDiversity):
+        return {"l_diversity": ("distinct", model.l, None, "s")}
+    return {"average_risk": model.threshold}
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=[METRIC]))
-    model = config.models[0]
-    reference = ({"l_diversity": ("distinct", model.l, None, "s")} if isinstance(model, LDiversity)
-                 else {"average_risk": model.threshold})
-    engine_equals_reference(table, hier, config, rows, **reference)
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, _reference_args,
+    exhaustive_examples=120, reference_examples=80,
+    exhaustive_metrics=[METRIC], reference_metrics=[METRIC])
 
 
 def test_flag_toml_and_frame_give_the_same_release(tmp_path):

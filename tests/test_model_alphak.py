@@ -10,7 +10,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main
@@ -21,8 +20,7 @@ from fedanon.model.privacy.alphak import AlphaK
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, simulate_b_equals_anonymize
 
 
 def _criterion(alpha: float, totals: list[int]):
@@ -98,17 +96,8 @@ def _model(draw) -> AlphaK:
     return AlphaK(draw(st.sampled_from([0.4, 0.5, 2 / 3, 0.75, 0.9])), "s")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model)))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "nonuniform-entropy", "discernibility"]))
-    engine_equals_reference(table, hier, config, rows, alpha_k=(config.models[0].alpha, "s"))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"alpha_k": (m.alpha, "s")})
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):

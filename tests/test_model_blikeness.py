@@ -10,7 +10,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main
@@ -21,8 +20,7 @@ from fedanon.model.privacy.blikeness import BetaLikeness
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, simulate_b_equals_anonymize
 
 
 def _criterion(beta: float, variant: str, totals: list[int]):
@@ -118,18 +116,8 @@ def _model(draw) -> BetaLikeness:
     return BetaLikeness(draw(st.sampled_from([0.2, 0.5, 1.0, 2.0, 4.0])), draw(st.sampled_from(["basic", "enhanced"])), "s")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model)))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "nonuniform-entropy", "discernibility"]))
-    model = config.models[0]
-    engine_equals_reference(table, hier, config, rows, beta_likeness=(model.beta, model.variant, "s"))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"beta_likeness": (m.beta, m.variant, "s")})
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):

@@ -19,8 +19,8 @@ from fedanon.model.criterion import CriterionContext
 from fedanon.model.privacy.kmap import KMap, KMapPopulation
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, \
+    flash_equals_exhaustive, instances, property_tests, released, simulate_b_equals_anonymize
 
 # (k, n, N, estimator, alpha, k'), worked out by hand:
 HAND = [
@@ -88,18 +88,9 @@ def _model(draw) -> KMap:
                 draw(st.sampled_from(["poisson", "zero-truncated"])), draw(st.sampled_from([0.01, 0.05, 0.2])))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model)))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "nonuniform-entropy", "discernibility"]))
-    m = config.models[0]
-    engine_equals_reference(table, hier, config, rows, k_map=(m.k, m.population, m.estimator, m.significance))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"k_map": (m.k, m.population, m.estimator, m.significance)},
+    exhaustive_examples=100)
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):

@@ -11,7 +11,6 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main
@@ -26,8 +25,8 @@ from fedanon.protocols.c.counted_checks import check_supported
 from fedanon.protocols.kit.validation import check_schemas
 from fedanon.stats.classes import ClassStats
 from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, flash_equals_exhaustive, property_tests, \
+    released, simulate_b_equals_anonymize
 
 # Three classes over two QIs, sensitive values (a, b):
 #   class 0: QI codes (0, 0), 3 rows, a=2 b=1
@@ -192,19 +191,9 @@ def _fit(instance):
     return table, hier, config, rows
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*_fit(data.draw(instances(_model))))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = _fit(data.draw(instances(_model, metrics=["loss", "nonuniform-entropy",
-                                                                          "discernibility"])))
-    m = config.models[0]
-    engine_equals_reference(table, hier, config, rows, lkc=(m.l, m.k, m.c, "s", m.values))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"lkc": (m.l, m.k, m.c, "s", m.values)},
+    fit=_fit)
 
 
 def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):

@@ -13,14 +13,13 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedanon
 from fedanon.cli import main
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.engine import AnonymizationConfig, anonymize
+from fedanon.engine import AnonymizationConfig
 from fedanon.engine.anonymizer import prepare
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
@@ -28,8 +27,7 @@ from fedanon.model.privacy.popuniqueness import PopulationUniqueness, pitman_par
     zayatz_uniques
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.oracle.verify import verify_anonymized
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flash_equals_exhaustive, instances, released, \
-    simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, property_tests, released, simulate_b_equals_anonymize
 from reference import pitman_population_uniques, zayatz_population_uniques
 
 # hand-made class-size tables: α̂ = 0 (Ewens) and α̂ > 0, θ̂ negative and positive
@@ -185,19 +183,10 @@ def _model(draw) -> PopulationUniqueness:
                                 draw(st.sampled_from(["pitman", "zayatz"])))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model)))
-
-
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "discernibility"]))
-    model = config.models[0]
-    engine_equals_reference(table, hier, config, rows,
-                            population_uniqueness=(model.threshold, model.sampling_fraction, model.estimator))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"population_uniqueness": (m.threshold, m.sampling_fraction, m.estimator)},
+    exhaustive_examples=120, reference_examples=12,
+    reference_metrics=["loss", "discernibility"])
 
 
 def test_flag_toml_and_frame_give_the_same_release(tmp_path):

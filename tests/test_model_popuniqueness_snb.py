@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedanon.cli import main
@@ -27,8 +26,7 @@ from fedanon.model.privacy.popuniqueness import PopulationUniqueness, dankar_uni
 from fedanon.stats.snb import plain_snb_uniques, population_classes, snb_moments, snb_parameters, \
     snb_uniques
 from fedanon.model.registry import ParseContext
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, \
-    flash_equals_exhaustive, instances, released
+from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, released
 from reference import dankar_population_uniques, snb_population_uniques, zayatz_population_uniques
 
 TABLES = {
@@ -215,19 +213,10 @@ def _model(draw) -> PopulationUniqueness:
                                 draw(st.sampled_from(["snb", "snb", "dankar"])))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_flash_equals_exhaustive_and_the_verifier_agrees(data):
-    flash_equals_exhaustive(*data.draw(instances(_model)))
-
-
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_engine_equals_the_independent_reference(data):
-    table, hier, config, rows = data.draw(instances(_model, metrics=["loss", "discernibility"]))
-    model = config.models[0]
-    engine_equals_reference(table, hier, config, rows,
-                            population_uniqueness=(model.threshold, model.sampling_fraction, model.estimator))
+test_flash_equals_exhaustive_and_the_verifier_agrees, test_engine_equals_the_independent_reference = property_tests(
+    _model, lambda m: {"population_uniqueness": (m.threshold, m.sampling_fraction, m.estimator)},
+    exhaustive_examples=60, reference_examples=10,
+    reference_metrics=["loss", "discernibility"])
 
 
 def test_flag_toml_and_frame_agree(tmp_path):

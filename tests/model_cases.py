@@ -24,9 +24,12 @@ from engine_strategies import hierarchies
 from fedanon.cli import main
 from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
+from fedanon.model.criterion import Criterion
 from fedanon.model.registry import PrivacyModel
 from fedanon.oracle.exhaustive import exhaustive_optimum
 from fedanon.oracle.verify import verify_anonymized
+from fedanon.stats.classes import ClassStats
+from fedanon.stats.classhist import SparseHistogram
 from reference import METRICS as REFERENCE_METRICS
 from reference import Model, Reference
 
@@ -125,6 +128,30 @@ def property_tests(make_model: Callable[[Callable], PrivacyModel],
         engine_equals_reference(table, hier, config, rows, **reference_args(config.models[0]))
 
     return flash_test, reference_test
+
+
+def sparse_of(dense: np.ndarray) -> SparseHistogram:
+    """The same class histograms in the sparse form the engine uses for large domains."""
+    cls, value = np.nonzero(dense)
+    return SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
+                           dense.shape[0], dense.shape[1])
+
+
+def dense_and_sparse_verdicts(criterion: Criterion, classes: list[list[int]],
+                              attribute: str = "s") -> tuple[list[bool], list[bool]]:
+    """A prepared criterion's class-by-class verdict on `classes` (one histogram row per class),
+    given once as dense and once as sparse histograms: the two forms must agree."""
+    dense = np.array(classes, dtype=np.int64)
+    sizes = dense.sum(axis=1)
+    return (criterion.classes_ok(ClassStats(sizes, {attribute: dense})).tolist(),
+            criterion.classes_ok(ClassStats(sizes, {attribute: sparse_of(dense)})).tolist())
+
+
+def bad_anonymize_flags_fail(capsys, flags: list[str], message: str) -> None:
+    """`fedanon anonymize` of the example table with `flags` exits 2 with one line naming `message`."""
+    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, *flags, "-o", "/dev/null"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
 
 
 def released(path: Path) -> list[str]:

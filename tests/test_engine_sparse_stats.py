@@ -21,16 +21,10 @@ from fedanon.stats.classes import ClassStats
 from fedanon.model.criterion import CriterionContext
 from fedanon.data.io.delimited import read_table_csv
 from fedanon.model.privacy.ldiversity import LDiversityCriterion
-from fedanon.engine.check.grouping import Grouper
 from test_engine_saturation import assert_same_result
 
 from datasets import ADULT_DIR as ADULT
-
-
-def _sparse(dense: np.ndarray) -> SparseHistogram:
-    cls, value = np.nonzero(dense)
-    return SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                           dense.shape[0], dense.shape[1])
+from model_cases import sparse_of
 
 
 def _random_hist(seed: int, classes: int, domain: int) -> np.ndarray:
@@ -50,7 +44,7 @@ def test_l_diversity_sparse_equals_dense(variant, l, c, shuffled):
     dense = _random_hist(1, 400, 12)
     crit = LDiversityCriterion(LDiversity(variant, l, "s", c))
     want = crit.classes_ok(ClassStats(dense.sum(axis=1), {"s": dense}))
-    sparse = _sparse(dense)
+    sparse = sparse_of(dense)
     if shuffled:
         order = np.random.default_rng(9).permutation(sparse.cls.shape[0])
         sparse = SparseHistogram(sparse.cls[order], sparse.value[order], sparse.count[order], *dense.shape)
@@ -73,10 +67,10 @@ def test_t_closeness_sparse_distances_equal_dense(kind):
         crit.prepare(CriterionContext(n_rows=int(total.sum()), histograms_total={"s": total},
                                       sensitive_code_maps={"s": code_map}))
         d_dense = crit.distances(ClassStats(dense.sum(axis=1), {"s": dense}))
-        d_sparse = crit.distances(ClassStats(dense.sum(axis=1), {"s": _sparse(dense)}))
+        d_sparse = crit.distances(ClassStats(dense.sum(axis=1), {"s": sparse_of(dense)}))
         assert np.allclose(d_dense, d_sparse, rtol=1e-12, atol=1e-12)
         ok_dense = crit.classes_ok(ClassStats(dense.sum(axis=1), {"s": dense}))
-        ok_sparse = crit.classes_ok(ClassStats(dense.sum(axis=1), {"s": _sparse(dense)}))
+        ok_sparse = crit.classes_ok(ClassStats(dense.sum(axis=1), {"s": sparse_of(dense)}))
         assert ok_dense.tolist() == ok_sparse.tolist()
 
 
@@ -87,13 +81,13 @@ def test_sparse_rollup_equals_dense_sum():
     n_coarse = int(class_map.max()) + 1
     coarse = np.zeros((n_coarse, 9), dtype=np.int64)
     np.add.at(coarse, class_map, dense)
-    rolled = _sparse(dense).rollup(class_map, n_coarse)
+    rolled = sparse_of(dense).rollup(class_map, n_coarse)
     assert np.array_equal(rolled.toarray(), coarse)
     assert np.array_equal(rolled.sizes(), coarse.sum(axis=1))
     assert np.array_equal(rolled.distinct(), (coarse > 0).sum(axis=1))
     # a pure renumbering keeps every entry
     perm = np.random.default_rng(6).permutation(200)
-    assert np.array_equal(_sparse(dense).rollup(perm, 200).toarray()[perm], dense)
+    assert np.array_equal(sparse_of(dense).rollup(perm, 200).toarray()[perm], dense)
 
 
 @pytest.mark.parametrize("classes,domain,coarse_classes", [(40, 9, 7), (3000, 800, 1200), (5000, 5000, 4999)])

@@ -12,15 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
 from fedanon.model.privacy.alphak import AlphaK
 from fedanon.model.registry import ClassView, ParseContext, model_types
-from fedanon.stats.classes import ClassStats
-from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, simulate_b_equals_anonymize
+from model_cases import bad_anonymize_flags_fail, dense_and_sparse_verdicts, flag_toml_and_frame_agree, \
+    property_tests, simulate_b_equals_anonymize
 
 
 def _criterion(alpha: float, totals: list[int]):
@@ -30,14 +28,8 @@ def _criterion(alpha: float, totals: list[int]):
 
 
 def _judge(alpha: float, classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
-    dense = np.array(classes, dtype=np.int64)
-    criterion = _criterion(alpha, dense.sum(axis=0).tolist())
-    sizes = dense.sum(axis=1)
-    cls, value = np.nonzero(dense)
-    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                             dense.shape[0], dense.shape[1])
-    return (criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist(),
-            criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist())
+    criterion = _criterion(alpha, np.array(classes, dtype=np.int64).sum(axis=0).tolist())
+    return dense_and_sparse_verdicts(criterion, classes)
 
 
 # largest shares: class 0 = (2, 2) -> 1/2; class 1 = (3, 1) -> 3/4; class 2 = (1, 0) -> 1; class 3 = (2, 1) -> 2/3
@@ -109,10 +101,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
-                 "--alpha-k", "2", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "0 < alpha <= 1" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--sensitive", "diagnosis", "--alpha-k", "2"], "0 < alpha <= 1")
 
 
 @pytest.mark.slow

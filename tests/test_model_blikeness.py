@@ -12,15 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
 from fedanon.model.privacy.blikeness import BetaLikeness
 from fedanon.model.registry import ClassView, ParseContext, model_types
-from fedanon.stats.classes import ClassStats
-from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, simulate_b_equals_anonymize
+from model_cases import bad_anonymize_flags_fail, dense_and_sparse_verdicts, flag_toml_and_frame_agree, \
+    property_tests, simulate_b_equals_anonymize
 
 
 def _criterion(beta: float, variant: str, totals: list[int]):
@@ -31,14 +29,7 @@ def _criterion(beta: float, variant: str, totals: list[int]):
 
 def _judge(beta: float, variant: str, totals: list[int], classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
     """The criterion's verdict on dense and on sparse class histograms."""
-    criterion = _criterion(beta, variant, totals)
-    dense = np.array(classes, dtype=np.int64)
-    sizes = dense.sum(axis=1)
-    cls, value = np.nonzero(dense)
-    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                             dense.shape[0], dense.shape[1])
-    return (criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist(),
-            criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist())
+    return dense_and_sparse_verdicts(_criterion(beta, variant, totals), classes)
 
 
 # table: 6 x a, 2 x b, so p(a|T) = 0.75, p(b|T) = 0.25; -ln 0.75 = 0.2877, -ln 0.25 = 1.3863.
@@ -129,10 +120,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
-                 "--beta-likeness", "0:basic", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "beta > 0" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--sensitive", "diagnosis", "--beta-likeness", "0:basic"], "beta > 0")
 
 
 @pytest.mark.slow

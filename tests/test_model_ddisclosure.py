@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_strategies import hierarchies
-from model_cases import QI_FLAGS, flag_toml_and_frame_agree, simulate_b_equals_anonymize
-from fedanon.cli import main
+from model_cases import bad_anonymize_flags_fail, dense_and_sparse_verdicts, flag_toml_and_frame_agree, \
+    simulate_b_equals_anonymize
 from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig, NoSolutionError, anonymize
 from fedanon.errors import InputError
@@ -27,24 +27,14 @@ from fedanon.model.privacy.ddisclosure import DeltaDisclosure
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.oracle.exhaustive import exhaustive_optimum
 from fedanon.oracle.verify import verify_anonymized
-from fedanon.stats.classes import ClassStats
-from fedanon.stats.classhist import SparseHistogram
 
-from datasets import EXAMPLE_DIR as EXAMPLE
 
 
 def _judge(delta: float, totals: list[int], classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
     """The criterion's verdict on dense and on sparse class histograms."""
     criterion = DeltaDisclosure(delta, "s").criterion()
     criterion.prepare(CriterionContext(n_rows=sum(totals), histograms_total={"s": np.array(totals)}))
-    dense = np.array(classes, dtype=np.int64)
-    sizes = dense.sum(axis=1)
-    cls, value = np.nonzero(dense)
-    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                             dense.shape[0], dense.shape[1])
-    verdict_dense = criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist()
-    verdict_sparse = criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist()
-    return verdict_dense, verdict_sparse
+    return dense_and_sparse_verdicts(criterion, classes)
 
 
 def test_hand_computed_classes():
@@ -135,10 +125,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
-                 "--delta-disclosure", "-1", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "delta > 0" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--sensitive", "diagnosis", "--delta-disclosure", "-1"], "delta > 0")
 
 
 @pytest.mark.slow

@@ -19,8 +19,9 @@ from fedanon.model.criterion import CriterionContext
 from fedanon.model.privacy.kmap import KMap, KMapPopulation
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.stats.classes import ClassStats
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, \
-    flash_equals_exhaustive, instances, property_tests, released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, bad_anonymize_flags_fail, engine_equals_reference, \
+    flag_toml_and_frame_agree, flash_equals_exhaustive, instances, property_tests, released, \
+    simulate_b_equals_anonymize
 
 # (k, n, N, estimator, alpha, k'), worked out by hand:
 HAND = [
@@ -104,9 +105,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--k-map", "5:4", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "smaller than the data" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--k-map", "5:4"], "smaller than the data")
 
 
 @pytest.mark.slow

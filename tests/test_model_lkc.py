@@ -24,9 +24,8 @@ from fedanon.model.registry import ParseContext, model_types
 from fedanon.protocols.c.counted_checks import check_supported
 from fedanon.protocols.kit.validation import check_schemas
 from fedanon.stats.classes import ClassStats
-from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, flash_equals_exhaustive, property_tests, \
-    released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, bad_anonymize_flags_fail, flag_toml_and_frame_agree, \
+    flash_equals_exhaustive, property_tests, released, simulate_b_equals_anonymize, sparse_of
 
 # Three classes over two QIs, sensitive values (a, b):
 #   class 0: QI codes (0, 0), 3 rows, a=2 b=1
@@ -65,9 +64,7 @@ def test_hand_computed_classes(setting, expected):
     criterion = _criterion(*setting)
     dense = np.array(HIST, dtype=np.int64)
     sizes = dense.sum(axis=1)
-    cls, value = np.nonzero(dense)
-    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                             dense.shape[0], dense.shape[1])
+    sparse = sparse_of(dense)
     codes = np.array(CODES)
     no_failing = np.zeros(3, dtype=bool)
     assert criterion.enforce_classes(ClassStats(sizes, {"s": dense}), codes, no_failing).tolist() == expected
@@ -208,10 +205,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
-                 "--lkc", "4:2", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "L=4 exceeds the 3 quasi-identifier" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--sensitive", "diagnosis", "--lkc", "4:2"], "L=4 exceeds the 3 quasi-identifier")
 
 
 @pytest.mark.slow

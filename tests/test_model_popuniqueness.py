@@ -27,7 +27,8 @@ from fedanon.model.privacy.popuniqueness import PopulationUniqueness, pitman_par
     zayatz_uniques
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.oracle.verify import verify_anonymized
-from model_cases import EXAMPLE, QI_FLAGS, property_tests, released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, QI_FLAGS, bad_anonymize_flags_fail, property_tests, released, \
+    simulate_b_equals_anonymize
 from reference import pitman_population_uniques, zayatz_population_uniques
 
 # hand-made class-size tables: α̂ = 0 (Ewens) and α̂ > 0, θ̂ negative and positive
@@ -216,10 +217,7 @@ def test_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--population-uniqueness", "0.05:0",
-                 "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "sampling fraction in (0, 1]" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--population-uniqueness", "0.05:0"], "sampling fraction in (0, 1]")
 
 
 @pytest.mark.slow

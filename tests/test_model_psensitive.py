@@ -8,31 +8,22 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from fedanon.cli import main
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext, saturation_thresholds
 from fedanon.model.privacy.psensitive import PSensitive
 from fedanon.model.registry import ClassView, ParseContext, model_types
-from fedanon.stats.classes import ClassStats
-from fedanon.stats.classhist import SparseHistogram
-from model_cases import EXAMPLE, QI_FLAGS, flag_toml_and_frame_agree, property_tests, simulate_b_equals_anonymize
+from model_cases import bad_anonymize_flags_fail, dense_and_sparse_verdicts, flag_toml_and_frame_agree, \
+    property_tests, simulate_b_equals_anonymize
 
 
 def _judge(p: int, classes: list[list[int]]) -> tuple[list[bool], list[bool]]:
     criterion = PSensitive(p, "s").criterion()
     criterion.prepare(CriterionContext(n_rows=0))
-    dense = np.array(classes, dtype=np.int64)
-    sizes = dense.sum(axis=1)
-    cls, value = np.nonzero(dense)
-    sparse = SparseHistogram(cls.astype(np.int64), value.astype(np.int64), dense[cls, value].astype(np.int64),
-                             dense.shape[0], dense.shape[1])
-    return (criterion.classes_ok(ClassStats(sizes, {"s": dense})).tolist(),
-            criterion.classes_ok(ClassStats(sizes, {"s": sparse})).tolist())
+    return dense_and_sparse_verdicts(criterion, classes)
 
 
 def test_hand_computed_classes():
@@ -95,10 +86,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--sensitive", "diagnosis",
-                 "--p-sensitive", "1.5", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "not an integer" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--sensitive", "diagnosis", "--p-sensitive", "1.5"], "not an integer")
 
 
 @pytest.mark.slow

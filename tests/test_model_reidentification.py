@@ -24,8 +24,8 @@ from fedanon.model.privacy.reidentification import AverageRisk, HighestRisk
 from fedanon.model.registry import ClassView, ParseContext, model_types
 from fedanon.oracle.verify import verify_anonymized
 from fedanon.stats.classes import ClassStats
-from model_cases import EXAMPLE, QI_FLAGS, engine_equals_reference, flag_toml_and_frame_agree, flash_equals_exhaustive, \
-    instances, released, simulate_b_equals_anonymize
+from model_cases import EXAMPLE, bad_anonymize_flags_fail, engine_equals_reference, flag_toml_and_frame_agree, \
+    flash_equals_exhaustive, instances, released, simulate_b_equals_anonymize
 
 
 @pytest.mark.parametrize("tau,size", [(0.25, 4), (1 / 3, 3), (0.3, 4), (0.5, 2), (1.0, 1), (0.1, 10)])
@@ -158,9 +158,7 @@ def test_cli_flag_toml_and_frame_give_the_same_release(tmp_path):
 
 
 def test_bad_value_is_one_line_exit_2(capsys):
-    code = main(["anonymize", str(EXAMPLE / "example.csv"), *QI_FLAGS, "--highest-risk", "0", "-o", "/dev/null"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "threshold in (0, 1]" in err[0]
+    bad_anonymize_flags_fail(capsys, ["--highest-risk", "0"], "threshold in (0, 1]")
 
 
 @pytest.mark.slow

@@ -55,15 +55,18 @@ def own_counts(request: StatisticsRequest, table: EncodedTable, hierarchies: Map
     return out
 
 
-def held_marginals(request: StatisticsRequest, columns: list[str]) -> list[bool]:
+def held_marginals(request: StatisticsRequest, columns: list[str], protocol: str, joins: bool = False) -> list[bool]:
     """Vertical split: which marginals this party holds every attribute of. One that it holds only
-    some attributes of crosses two parties' columns, which would need a join: refused."""
+    some attributes of crosses several parties' columns: counted on a join where the protocol
+    joins (`joins`, Protocol B: `joined.py`), refused elsewhere."""
     out = []
     for spec in request.marginals:
         held = [a in columns for a in spec.attributes]
-        if any(held) and not all(held):
-            raise InputError(f"--stats-marginal {spec.describe()} crosses the columns of several parties; in a "
-                             "vertical split every table's attributes must be held by one party")
+        if any(held) and not all(held) and not joins:
+            raise InputError(f"--stats-marginal {spec.describe()} crosses the columns of several parties: in a "
+                             f"vertical split Protocol {protocol}'s statistics mode counts only a table whose "
+                             "attributes one party holds; Protocol B counts such a table (it joins the parties' "
+                             "columns under encryption)")
         out.append(all(held))
     return out
 

@@ -3,4 +3,7 @@ table across several parties' columns (see `roles.py`, `joined.py`)."""
 
 from fedanon.protocols.stats.roles import roles
 
-ROLES = roles("helper", joins=True)
+#: a table across several parties' columns is counted on the helper's join (`registry.statistics_joins`)
+JOINS = True
+
+ROLES = roles("helper", joins=JOINS)

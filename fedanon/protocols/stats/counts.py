@@ -22,7 +22,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.dp.marginals import contingency
 from fedanon.dp.statistics import StatisticsRequest
-from fedanon.errors import InputError
+from fedanon.errors import InputError, with_public
 
 
 def cells_digest(request: StatisticsRequest, marginal_domains: list[list[list[bytes]]]) -> str:
@@ -63,10 +63,11 @@ def held_marginals(request: StatisticsRequest, columns: list[str], protocol: str
     for spec in request.marginals:
         held = [a in columns for a in spec.attributes]
         if any(held) and not all(held) and not joins:
-            raise InputError(f"--stats-marginal {spec.describe()} crosses the columns of several parties: in a "
-                             f"vertical split Protocol {protocol}'s statistics mode counts only a table whose "
-                             "attributes one party holds; Protocol B counts such a table (it joins the parties' "
-                             "columns under encryption)")
+            # names only the request's attributes and protocols, which every party knows: public
+            text = (f"--stats-marginal {spec.describe()} crosses the columns of several parties: Protocol "
+                    f"{protocol}'s statistics mode counts only a table whose attributes one party holds; "
+                    "Protocol B counts such a table (it joins the parties' columns under encryption)")
+            raise with_public(InputError(text), text)
         out.append(all(held))
     return out
 

@@ -113,8 +113,9 @@ def test_simulate_over_daemons_matches_the_in_process_run(tmp_path, capsys, spli
     assert report["simulation"]["transport"].startswith("gRPC + mutual TLS")
 
 
-def test_b_run_file_counts_tables_across_parties_as_fedanon_stats_does(tmp_path, capsys) -> None:
-    """A vertical split with one column per party: "sex,race" and "age:2,sex" need the helper's join."""
+def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, capsys) -> None:
+    """A vertical split with one column per party: "sex,race" and "age:2,sex" need the helper's join
+    (B: equal to the local release with the helper's stream; C: minus the shares, the exact counts)."""
     import tomli_w
 
     from fedanon.dp.statistics import release_statistics
@@ -136,9 +137,19 @@ def test_b_run_file_counts_tables_across_parties_as_fedanon_stats_does(tmp_path,
         run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
         code = main(["run", "--config", str(run_toml), "--no-progress"])
         assert code == 0, capsys.readouterr().err
-        # Protocol C's statistics mode does not join: the same run refused, on one line, naming B
-        refused = run_config_dict(net.run_config("C", distribution="vertical",
-                                                 options={"statistics": request.to_options()}))
+        # Protocol C joins too, summing encrypted counters: the release minus the primaries' shares
+        c_config = net.run_config("C", distribution="vertical", options={"statistics": request.to_options()})
+        c_config.output = tmp_path / "stats-c.json"
+        c_run = tmp_path / "c-run.toml"
+        c_run.write_bytes(tomli_w.dumps(run_config_dict(c_config)).encode())
+        assert main(["run", "--config", str(c_run), "--no-progress"]) == 0, capsys.readouterr().err
+        c_release = json.loads((tmp_path / "stats-c.json").read_text())
+        for got, want in zip(_minus_shares(c_release, request, names), _truth(rows, request)):
+            assert np.array_equal(got, want)
+        # Protocol A's statistics mode does not join: the same run refused, on one line, naming B
+        a_config = net.run_config("A", distribution="vertical", options={"statistics": request.to_options()})
+        a_config.parties = [p for p in a_config.parties if p.role == "primary"]  # A has no helper
+        refused = run_config_dict(a_config)
         c_toml = tmp_path / "c.toml"
         c_toml.write_bytes(tomli_w.dumps(refused).encode())
         capsys.readouterr()

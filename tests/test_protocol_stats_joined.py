@@ -6,7 +6,10 @@
 * What every party receives holds no value, no hierarchy path, no key of the key holder and not
   the join key; the helper receives cell labels relabelled by a secret permutation, never the
   canonical ones, and never the parties' cells or the join key.
-* A and C refuse such a table with a message that names Protocol B.
+* C, seeded: the release minus every primary's seeded noise shares is exactly the joined table's
+  counts; the helper sums encrypted counters over rows padded with pseudotuples, so the numbers of
+  rows it groups are not the counts.
+* A refuses such a table with a message that names Protocol B.
 * The pieces: the permutations are bijections that depend on the key, ciphertexts folded into a
   packed vector land in their slots, and the helper refuses labels or identifiers that do not fit.
 """
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import types
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -22,8 +26,9 @@ from fedanon.crypto.paillier import PaillierPrivateKey, generate_paillier_keypai
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.registry import read_table
 from fedanon.data.table import EncodedTable
-from fedanon.dp.marginals import MarginalSpec, cell_keys, level_domain
+from fedanon.dp.marginals import MarginalSpec, cell_keys, contingency, level_domain
 from fedanon.dp.randomness import SeededRandomness
+from fedanon.dp.shares import noise_shares, share_generator
 from fedanon.dp.statistics import StatisticsRequest, release_statistics
 from fedanon.errors import FedanonError
 from fedanon.protocols.kit import codec
@@ -80,7 +85,8 @@ def test_b_joined_release_is_the_local_release_of_the_joined_table(pooled, recip
     assert all("statistics" not in run.outcomes[p].report for p in ROLES if p != recipient)
 
 
-def test_b_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatch, tmp_path) -> None:
+@pytest.mark.parametrize("protocol", ["B", "C"])
+def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatch, tmp_path, protocol: str) -> None:
     rows, hierarchies = pooled
     canary = "CANARY-RACE-5e7b"
     path = tmp_path / "secret-folder" / "race.csv"
@@ -105,7 +111,7 @@ def test_b_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypa
     monkeypatch.setattr(stats_roles, "os", types.SimpleNamespace(urandom=keep_urandom))
     base = _request(seed=None)
     request = StatisticsRequest(base.epsilon, (*base.marginals, MarginalSpec.parse("age,sex")), True, None)
-    run = _run("B", request, rows, planted, record=True)
+    run = _run(protocol, request, rows, planted, record=True)
     assert not run.errors, run.errors
     assert len(paillier) == 1 and len(join_keys) == 1
     factors = [int(f).to_bytes((int(f).bit_length() + 7) // 8, "big") for f in (paillier[0].p, paillier[0].q)]
@@ -134,18 +140,48 @@ def test_b_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypa
     labels = np.frombuffer(codec.unpack_message(sent[0], "rows")["labels/4"], dtype=">u4").astype(np.int64)
     ages = EncodedTable.from_rows(["age"], [[r[COLUMNS.index("age")]] for r in rows])
     canonical = cell_keys(ages, planted, MarginalSpec.parse("age"))[1]
-    sigma = part_permutation(join_keys[0], "join-B", 4, 0, len(level_domain(hierarchies["age"], 0)))
-    assert sorted(labels.tolist()) == sorted(sigma[canonical].tolist())
+    sigma = part_permutation(join_keys[0], f"join-{protocol}", 4, 0, len(level_domain(hierarchies["age"], 0)))
+    if protocol == "B":
+        assert sorted(labels.tolist()) == sorted(sigma[canonical].tolist())
+    else:  # C adds pseudotuples whose labels are copies of real rows' labels
+        assert len(labels) == ROWS + ROWS // 4
+        assert not Counter(sigma[canonical].tolist()) - Counter(labels.tolist())
+        assert set(labels.tolist()) == set(sigma[canonical].tolist())
     assert sorted(labels.tolist()) != sorted(canonical.tolist())
     release = run.outcomes["p1"].report["statistics"]  # positive control: the release names the planted value
     assert any(canary in cell for m in release["marginals"] for cell in m["cells"])
 
 
-@pytest.mark.parametrize("protocol", ["A", "C"])
-def test_a_and_c_refuse_a_table_across_parties_naming_protocol_b(pooled, protocol: str) -> None:
+def test_c_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled) -> None:
+    rows, hierarchies = pooled
+    request = _request(seed=23)
+    run = _run("C", request, rows, hierarchies, "p2", record=True)
+    assert not run.errors, run.errors
+    release = run.outcomes["p2"].report["statistics"]
+    table = EncodedTable.from_rows(COLUMNS, rows)
+    truth = [[len(rows)]] + [contingency(table, hierarchies, spec)[1].reshape(-1).tolist() for spec in request.marginals]
+    released = [np.array([release["total"]["count"]])] + [np.array([c[-1] for c in m["cells"]])
+                                                           for m in release["marginals"]]
+    for party in ("p1", "p2", "p3"):
+        generator = share_generator(SeededRandomness(23, party))
+        released = [r - noise_shares(generator, len(r), request.scale, 3) for r in released]
+    assert [r.tolist() for r in released] == truth
+    assert "counters" in release["protocol"]["joined"]["how"] and "'p1'" in release["protocol"]["joined"]["how"]
+    # the helper groups real rows and pseudotuples (a quarter more), with one encrypted counter each
+    from fedanon.protocols.kit import codec as wire
+    sent = {sender: wire.unpack_message(payload, "rows") for sender, topic, payload
+            in run.transports["helper"].recorded if topic == "s/rows"}
+    assert set(sent) == {"p1", "p2", "p3"}
+    assert all(len(parts["tids"]) == 16 * (ROWS + ROWS // 4) for parts in sent.values())
+    counter_parties = [p for p, parts in sent.items() if "counters" in parts]
+    assert counter_parties == ["p2"]  # the first part holder: the parts are ordered by the first attribute
+
+
+def test_a_refuses_a_table_across_parties_naming_protocol_b(pooled) -> None:
+    protocol = "A"
     rows, hierarchies = pooled
     run = _run(protocol, _request(seed=3), rows, hierarchies)
-    assert run.errors and set(run.errors) == {p for p in ROLES if protocol != "A" or p != "helper"}
+    assert run.errors and set(run.errors) == {p for p in ROLES if p != "helper"}
     messages = [str(e) for e in run.errors.values()]
     assert any(f"Protocol {protocol}'s statistics mode counts only a table whose attributes one party holds" in m
                and "Protocol B counts such a table" in m and "\n" not in m for m in messages), messages

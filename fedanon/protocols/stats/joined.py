@@ -30,16 +30,19 @@ cell (σ) -- the collusion Protocol B rules out anyway.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from fedanon.crypto.paillier import PaillierPublicKey
 from fedanon.crypto.prp import BLOCK_BYTES, derive_key, permute_blocks
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.dp.marginals import MarginalSpec, cell_keys
 from fedanon.errors import ProtocolError
+from fedanon.protocols.c.pseudotuples import fake_tid
 from fedanon.protocols.kit.cellcrypt import TID_TOKEN_BYTES, ColumnCiphers, random_permutation, token_keys
 from fedanon.protocols.kit.integration import check_tids, join_on_tid
 
@@ -128,14 +131,25 @@ def tid_key(join_key: bytes) -> bytes:
 
 def labelled_rows(join_key: bytes, run_id: str, me: str, tids: Sequence[str], table: EncodedTable,
                   hierarchies: Mapping[str, Hierarchy], specs: Sequence[MarginalSpec],
-                  plans: Sequence[JoinPlan]) -> dict[str, bytes]:
+                  plans: Sequence[JoinPlan], fakes: int = 0, counters: PaillierPublicKey | None = None
+                  ) -> dict[str, bytes]:
     """What a primary holding parts sends the helper: its rows in a random order, each as a TID
     token ("tids") and, per table it holds a part of, σ of the row's cell of that part
-    ("labels/SEGMENT", big-endian uint32). `specs[k]` is the table of `plans[k]`."""
-    order = random_permutation(len(tids))
+    ("labels/SEGMENT", big-endian uint32). `specs[k]` is the table of `plans[k]`.
+
+    Protocol C pads with `fakes` pseudotuples: identifiers every primary derives alike from the
+    join key (so the fakes join), each part's label copied from a random real row of this party
+    (so a label's frequency does not tell fakes), and the counter party (`counters`: the key
+    holder's Paillier key) sends every row's counter, Enc(1) for a real row and Enc(0) for a fake
+    ("counters"), so that the helper sums counters, not rows."""
+    n = len(tids)
+    fakes = fakes if n else 0
+    order = random_permutation(n + fakes)
+    every = [*tids, *(fake_tid(tid_key(join_key), i) for i in range(fakes))]
     ciphers = ColumnCiphers(run_id, {TID_NAME: tid_key(join_key)}, JOIN_DOMAIN)
-    tokens = np.frombuffer(ciphers.tid_tokens(TID_NAME, list(tids)), dtype=np.uint8).reshape(len(tids), -1)
+    tokens = np.frombuffer(ciphers.tid_tokens(TID_NAME, every), dtype=np.uint8).reshape(len(every), -1)
     out = {"tids": tokens[order].tobytes()}
+    rng = np.random.default_rng(secrets.randbits(128))
     for spec, plan in zip(specs, plans):
         for part, (party, positions) in enumerate(plan.parts):
             if party != me:
@@ -143,7 +157,12 @@ def labelled_rows(join_key: bytes, run_id: str, me: str, tids: Sequence[str], ta
             sub = MarginalSpec(tuple(spec.attributes[i] for i in positions), tuple(spec.levels[i] for i in positions))
             _domains, cells = cell_keys(table, dict(hierarchies), sub)
             sigma = part_permutation(join_key, run_id, plan.segment, part, plan.radices[part])
-            out[f"labels/{plan.segment}"] = sigma[cells][order].astype(">u4").tobytes()
+            labels = sigma[cells]
+            labels = np.concatenate([labels, labels[rng.integers(0, n, fakes)] if fakes else labels[:0]])
+            out[f"labels/{plan.segment}"] = labels[order].astype(">u4").tobytes()
+    if counters is not None:
+        flags = np.concatenate([np.ones(n, dtype=np.int64), np.zeros(fakes, dtype=np.int64)])[order]
+        out["counters"] = counters.ciphertexts_to_bytes(counters.encrypt_many(flags.tolist(), workers=1))
     return out
 
 
@@ -152,9 +171,10 @@ def senders(plans: Sequence[JoinPlan]) -> list[str]:
     return list(dict.fromkeys(p for plan in plans for p, _ in plan.parts))
 
 
-def count_joined(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[JoinPlan]) -> list[np.ndarray]:
-    """The helper's step: join the senders' rows on their tokens and count the joined rows per
-    tuple of labels, one vector per plan in the helper's (relabelled) cell order."""
+def _joined_cells(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[JoinPlan]
+                  ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Join the senders' rows on their tokens: every joined row's (relabelled) cell per plan, and
+    per sender its row of every joined row."""
     parties = list(shares)
     tables: dict[str, EncodedTable] = {}
     tokens: dict[str, np.ndarray] = {}
@@ -180,11 +200,31 @@ def count_joined(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[Join
     if mismatch is not None:
         raise ProtocolError("the parties' identifier tokens differ (duplicates or persons held by only some "
                             "parties); the joined tables cannot be counted")
-    joined, _alignment = join_on_tid(tables, tokens)
+    joined, alignment = join_on_tid(tables, tokens)
     out = []
     for plan in plans:
         cell = np.zeros(joined.n_rows, dtype=np.int64)
         for (party, _positions), radix in zip(plan.parts, plan.radices):
             cell = cell * radix + joined.codes[:, joined.columns.index(f"{party}/{plan.segment}")].astype(np.int64)
-        out.append(np.bincount(cell, minlength=plan.cells).astype(np.int64))
-    return out
+        out.append(cell)
+    return out, alignment
+
+
+def count_joined(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[JoinPlan]) -> list[np.ndarray]:
+    """B's helper: join the senders' rows on their tokens and count the joined rows per tuple of
+    labels, one vector per plan in the helper's (relabelled) cell order."""
+    cells, _alignment = _joined_cells(shares, plans)
+    return [np.bincount(cell, minlength=plan.cells).astype(np.int64) for cell, plan in zip(cells, plans)]
+
+
+def sum_joined(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[JoinPlan], key: PaillierPublicKey,
+               counter_party: str) -> list[list[Any]]:
+    """C's helper: join as `count_joined`, then multiply the counter party's encrypted counters per
+    tuple of labels: Enc(real rows) per relabelled cell, which the helper cannot read."""
+    cells, alignment = _joined_cells(shares, plans)
+    counters = key.ciphertexts_from_bytes(shares[counter_party].get("counters", b""))
+    rows = len(shares[counter_party].get("tids", b"")) // TID_TOKEN_BYTES
+    if len(counters) != rows:
+        raise ProtocolError(f"party {counter_party!r} sent {len(counters)} counters for {rows} rows")
+    mine = [counters[r] for r in alignment[counter_party].tolist()]
+    return [key.sum_by_class(mine, cell.tolist(), plan.cells) for cell, plan in zip(cells, plans)]

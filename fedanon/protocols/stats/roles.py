@@ -69,8 +69,9 @@ from fedanon.protocols.kit.validation import LocalProblem
 from fedanon.protocols.registry import STATISTICS_OPTION
 from fedanon.dp.marginals import MAX_CELLS, level_domain
 from fedanon.protocols.stats.counts import cells_digest, held_marginals, own_counts, persons_digest
+from fedanon.protocols.c.pseudotuples import pseudotuple_count, pseudotuple_share
 from fedanon.protocols.stats.joined import (JoinPlan, canonical_positions, count_joined, labelled_rows, plan_join,
-                                            senders)
+                                            senders, sum_joined)
 from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector, fold_ciphertexts
 
 PHASES = ("encrypt", "integrate", "decrypt")
@@ -158,14 +159,21 @@ def permuter_of(ctx: RoleContext) -> str:
     return next(p for p in ctx.settings.primaries if p != ctx.settings.result_recipient)
 
 
-def joined_facts(request: StatisticsRequest, joins: list[JoinPlan], permuter: str) -> dict[str, Any]:
+def joined_facts(request: StatisticsRequest, joins: list[JoinPlan], permuter: str, noise: str) -> dict[str, Any]:
     """What the release says about its tables across several parties' columns."""
     first = 1 if request.total else 0
+    if noise == "helper":
+        how = "counted them per cell"
+        learns = "each joined table's counts up to a relabelling of every party's part of it"
+    else:
+        how = "multiplied their encrypted counters (pseudotuples count 0) per cell"
+        learns = ("how many joined rows, pseudotuples included, fall into each relabelled cell; no count "
+                  "(the counters are encrypted)")
     return {"tables": [request.marginals[j.segment - first].describe() for j in joins],
-            "how": "the helper joined the parties' rows on encrypted identifiers and counted them per cell "
-                   "relabelled by secret permutations of the primaries; primary "
-                   f"{permuter!r} put the encrypted counts into canonical order",
-            "helper_learns": "each joined table's counts up to a relabelling of every party's part of it"}
+            "how": f"the helper joined the parties' rows on encrypted identifiers and {how}, the cells relabelled "
+                   f"by secret permutations of the primaries; primary {permuter!r} put the encrypted counts into "
+                   "canonical order",
+            "helper_learns": learns}
 
 
 def who(noise: str, aggregator: str, has_helper: bool) -> dict[str, str]:
@@ -354,8 +362,11 @@ class _Primary(DataHolder):
         t = self.local.columns.index(tid)
         first = 1 if self.request.total else 0
         specs = [self.request.marginals[j.segment - first] for j in plan.joins]
+        joint = self.noise == "joint"  # C: pseudotuples, and the first sender's encrypted counters
+        fakes = pseudotuple_count(len(self.local.rows), pseudotuple_share(self.settings.options)) if joint else 0
+        counters = plan.key if joint and self.me == senders(plan.joins)[0] else None
         parts = labelled_rows(plan.join_key, self.settings.run_id, self.me, [row[t] for row in self.local.rows],
-                              table, self.local.hierarchies, specs, plan.joins)
+                              table, self.local.hierarchies, specs, plan.joins, fakes, counters)
         send_control(self.transport, self.aggregator, "s/rows", Verdict(), **parts)
 
     def _fold_joined(self, plan: Plan, blob: bytes) -> bytes:
@@ -419,7 +430,7 @@ class _Primary(DataHolder):
                                        "primaries": len(self.settings.primaries), "key_holder": self.me,
                                        **who(self.noise, self.aggregator, bool(helpers))}
                 if plan.joins:
-                    release["protocol"]["joined"] = joined_facts(request, plan.joins, permuter_of(self.ctx))
+                    release["protocol"]["joined"] = joined_facts(request, plan.joins, permuter_of(self.ctx), self.noise)
                 outcome.report["statistics"] = release
                 for party in [*others, *helpers]:
                     send_control(transport, party, "s/done", Verdict())
@@ -466,9 +477,12 @@ class _Helper(HelperRole):
             rows = {p: receive_control(transport, p, "s/rows", Verdict, f"rows of {p!r}")[1] for p in senders(joins)}
         with timer.phase("integrate"):
             if joins:
-                counts = count_joined({p: {k: v for k, v in r.items() if k != "control"} for p, r in rows.items()},
-                                      joins)
-                cts = key.encrypt_many([int(c) for v in counts for c in v.tolist()], workers=1)
+                shares = {p: {k: v for k, v in r.items() if k != "control"} for p, r in rows.items()}
+                if self.noise == "helper":  # B: the helper counts the joined rows (and learns those counts)
+                    cts = key.encrypt_many([int(c) for v in count_joined(shares, joins) for c in v.tolist()],
+                                           workers=1)
+                else:  # C: it multiplies encrypted counters and learns no count
+                    cts = [c for v in sum_joined(shares, joins, key, senders(joins)[0]) for c in v]
                 send_control(transport, permuter_of(self.ctx), "s/joined", KeyNotice(sizes=[j.cells for j in joins]),
                              counts=key.ciphertexts_to_bytes(cts))
             blobs = receive_counts(transport, self.primaries, sizes)

@@ -146,7 +146,7 @@ def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, c
         c_release = json.loads((tmp_path / "stats-c.json").read_text())
         for got, want in zip(_minus_shares(c_release, request, names), _truth(rows, request)):
             assert np.array_equal(got, want)
-        # Protocol A's statistics mode does not join: the same run refused, on one line, naming B
+        # Protocol A's statistics mode does not join: the same run refused, on one line, naming B and C
         a_config = net.run_config("A", distribution="vertical", options={"statistics": request.to_options()})
         a_config.parties = [p for p in a_config.parties if p.role == "primary"]  # A has no helper
         refused = run_config_dict(a_config)
@@ -154,7 +154,7 @@ def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, c
         c_toml.write_bytes(tomli_w.dumps(refused).encode())
         capsys.readouterr()
         line = one_line_error(capsys, "run", "--config", c_toml, "--no-progress")
-        assert "crosses the columns of several parties" in line and "Protocol B counts such a table" in line
+        assert "crosses the columns of several parties" in line and "Protocols B and C count such a table" in line
     release = json.loads((tmp_path / "stats.json").read_text())
     assert release.pop("protocol")["joined"]["tables"] == ["sex:0,race:0", "age:2,sex:0"]
     hierarchies = {c: Hierarchy.read_csv(hierarchy_path("adult", c), c) for c in COLUMNS}

@@ -9,7 +9,7 @@
 * C, seeded: the release minus every primary's seeded noise shares is exactly the joined table's
   counts; the helper sums encrypted counters over rows padded with pseudotuples, so the numbers of
   rows it groups are not the counts.
-* A refuses such a table with a message that names Protocol B.
+* A refuses such a table with a message that names Protocols B and C.
 * The pieces: the permutations are bijections that depend on the key, ciphertexts folded into a
   packed vector land in their slots, and the helper refuses labels or identifiers that do not fit.
 """
@@ -177,14 +177,14 @@ def test_c_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled) -
     assert counter_parties == ["p2"]  # the first part holder: the parts are ordered by the first attribute
 
 
-def test_a_refuses_a_table_across_parties_naming_protocol_b(pooled) -> None:
+def test_a_refuses_a_table_across_parties_naming_b_and_c(pooled) -> None:
     protocol = "A"
     rows, hierarchies = pooled
     run = _run(protocol, _request(seed=3), rows, hierarchies)
     assert run.errors and set(run.errors) == {p for p in ROLES if p != "helper"}
     messages = [str(e) for e in run.errors.values()]
     assert any(f"Protocol {protocol}'s statistics mode counts only a table whose attributes one party holds" in m
-               and "Protocol B counts such a table" in m and "\n" not in m for m in messages), messages
+               and "Protocols B and C count such a table" in m and "\n" not in m for m in messages), messages
 
 
 def test_part_permutations_are_keyed_bijections() -> None:

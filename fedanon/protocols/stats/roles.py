@@ -5,17 +5,19 @@ row count and marginals of the table the primaries hold together, as `fedanon st
 for one table, and anonymizes nothing. In a horizontal split every primary counts its own rows
 in every cell; in a vertical split each table is counted by the one primary that holds all of
 its attributes, the total by the key holder, over the persons every party holds (checked by
-digest). A table across several parties' columns needs a join: B's helper joins (`joined.py`),
-A and C refuse it.
+digest). A table across several parties' columns needs a join: B's and C's helpers join
+(`joined.py`; B's counts the joined rows, C's adds their encrypted counters), A refuses it.
 
 encrypt    primary    -> key holder   s/cells   (vertical) the tables (and parts of tables) it holds, their
                                                 cells, its persons' digest
            key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
                                                 horizontal: to primaries also the cells' digest
                                                 (`counts.py`); vertical: who counts each table, the join plans
-           key holder -> primaries    s/join-key (B, joined tables) the join key, directly, never via the helper
-           part holder -> helper      s/rows    (B, joined tables) TID tokens and permuted cell labels per row
-           helper     -> permuter     s/joined  (B, joined tables) Enc(count) per relabelled cell
+           key holder -> primaries    s/join-key (B, C: joined tables) the join key, directly, never via the helper,
+                                                to the part holders and the permuter
+           part holder -> helper      s/rows    (B, C: joined tables) TID tokens and permuted cell labels per row
+                                                (C: pseudotuples too, and from one party every row's Enc(counter))
+           helper     -> permuter     s/joined  (B, C: joined tables) Enc(count) per relabelled cell
            primary    -> aggregator   s/counts  Enc(own counts [+ own noise shares]) per cell (the permuter's
                                                 with the joined counts folded in, in canonical order)
 integrate  the aggregator multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
@@ -238,7 +240,7 @@ class _Primary(DataHolder):
 
     def _plan_vertical(self, others: list[str], helpers: list[str]) -> Plan:
         """Each table is counted by the one primary that holds all its attributes (the total by the key
-        holder), or -- where the protocol joins (B) and several parties hold its attributes -- on the
+        holder), or -- where the protocol joins (B, C) and several parties hold its attributes -- on the
         helper's join (`joined.py`). The others tell the key holder which tables or parts of tables they
         hold, with those attributes' cells (the release names them anyway) and a digest of their persons;
         the key holder checks that every table has one counter (or every attribute of a joined table one
@@ -271,7 +273,7 @@ class _Primary(DataHolder):
                     or not self._joins_match(joins, parts, first):
                 raise ProtocolError(f"party {self.me!r}: the key holder's plan does not match the tables it holds")
             join_key = b""
-            if joins:
+            if joins and (self.me in senders(joins) or self.me == permuter_of(self.ctx)):
                 sent, keys = receive_control(transport, self.recipient, "s/join-key", Verdict, "join key")
                 sent.raise_if_stopped()
                 join_key = keys.get("key", b"")
@@ -336,7 +338,8 @@ class _Primary(DataHolder):
                          KeyNotice(sizes=sizes, owners=order, joins=[j.to_json() for j in joins]),
                          key=secret.public_key.to_bytes())
         join_key = os.urandom(32) if joins else b""
-        for party in others if joins else []:  # directly, over the primaries' own channel: never the helper
+        needing = set(senders(joins)) | {permuter_of(self.ctx)} if joins else set()
+        for party in [p for p in others if p in needing]:  # directly, over the primaries' own channel: never the helper
             send_control(transport, party, "s/join-key", Verdict(), key=join_key)
         return Plan(secret.public_key, secret, sizes, [o == self.me for o in order], marginal_domains,
                     joins, join_key)

@@ -147,6 +147,7 @@ def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatc
         assert len(labels) == ROWS + ROWS // 4
         assert not Counter(sigma[canonical].tolist()) - Counter(labels.tolist())
         assert set(labels.tolist()) == set(sigma[canonical].tolist())
+        assert Counter(canonical.tolist()) - Counter(labels.tolist())  # not the canonical cells plus copies
     assert sorted(labels.tolist()) != sorted(canonical.tolist())
     release = run.outcomes["p1"].report["statistics"]  # positive control: the release names the planted value
     assert any(canary in cell for m in release["marginals"] for cell in m["cells"])

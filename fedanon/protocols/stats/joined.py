@@ -1,31 +1,36 @@
-"""Tables across the columns of several parties of a vertical split (Protocol B's statistics mode).
+"""Tables across the columns of several parties of a vertical split (statistics mode of B and C).
 
 A marginal whose attributes several parties hold cannot be counted by any one of them: its cells
-pair one party's values with another's for the same person. B's helper already joins the
-parties' encrypted columns on encrypted tuple identifiers for anonymization, and learns the class
-sizes of what it joins; here it joins the same way and counts the joined rows per encrypted cell,
-while nobody but the primaries can tell which cell is which:
+pair one party's values with another's for the same person. B's and C's helper already joins the
+parties' encrypted columns on encrypted tuple identifiers for anonymization; here it joins the
+same way and groups the joined rows per encrypted cell, while nobody but the primaries can tell
+which cell is which:
 
-* the key holder draws a join key and sends it to the other primaries directly (never to the
-  helper); every primary derives from it the TID tokens' key (`cellcrypt.tid_tokens`, as B's
-  anonymization) and, for every table and every party's part of it, a secret permutation σ of
-  that part's cells (the product of its attributes' level domains, `part_permutation`);
+* the key holder draws a join key and sends it directly (never via the helper) to the primaries
+  that hold a part of a joined table and to the permuting primary; they derive from it the TID
+  tokens' key (`cellcrypt.tid_tokens`, as B's anonymization) and, for every table and every
+  party's part of it, a secret permutation σ of that part's cells (the product of its
+  attributes' level domains, `part_permutation`);
 * each primary holding a part sends the helper, in a random row order, every row's TID token
-  and σ(its part's cell) -- a number, never a value;
-* the helper joins the rows on the tokens (`integration.join_on_tid`), counts the joined rows per
-  tuple of labels (a cell of the table with every part's cells relabelled by σ, so in an order
-  it cannot relate to the canonical one) and encrypts every count alone under the key holder's
-  Paillier key;
+  and σ(its part's cell) -- a number, never a value. In C they pad with the same pseudotuples
+  (identifiers derived from the join key) and one of them sends every row's counter encrypted
+  under the key holder's Paillier key (1 real, 0 fake);
+* the helper joins the rows on the tokens (`integration.join_on_tid`) and, per tuple of labels (a
+  cell of the table with every part's cells relabelled by σ, in an order it cannot relate to the
+  canonical one), B's helper counts the joined rows and encrypts every count alone under the key
+  holder's Paillier key, C's multiplies the rows' counters (`sum_joined`) and never holds a count;
 * the permuting primary (a primary other than the key holder) moves those ciphertexts into
   canonical order (`canonical_positions`) and folds them into its own packed count vector
   (`vectors.fold_ciphertexts`), whose fresh randomness hides where each one went. From there
-  the counts travel as every other count: the helper adds them up with its noise, drawn in
-  canonical order as `fedanon stats` draws, and only the key holder decrypts noisy sums.
+  the counts travel as every other count: the helper adds the vectors (B: with its noise, drawn
+  in canonical order as `fedanon stats` draws; C: every vector carries its primary's noise
+  share), and only the key holder decrypts noisy sums.
 
-The helper learns each joined table's counts up to a relabelling of every party's part (and
-the number of persons); the permuting primary learns nothing (Paillier ciphertexts); the key
-holder learns only the noisy release. A helper colluding with any primary could name every
-cell (σ) -- the collusion Protocol B rules out anyway.
+B's helper learns each joined table's counts up to a relabelling of every party's part (and the
+number of persons); C's helper only how many rows, pseudotuples included, share a relabelled
+cell. The permuting primary learns nothing (Paillier ciphertexts); the key holder learns only the
+noisy release. A helper colluding with any primary could name every cell (σ) -- the collusion
+both protocols rule out anyway.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ education, workclass × salary-class): 5 queries, the cells of every hierarchy l
 in the same run: `fedanon stats`'s release of the pooled table (`dp.marginals.release_statistics`,
 OpenDP noise; median of three, the first of which loads OpenDP). Then the statistics mode of A, B and C over `--parties` primaries, horizontally
 and vertically, by default every party a daemon on loopback (gRPC over mutual TLS, as
-`fedanon simulate` runs them; start-up of the daemons included). Each row: wall time and its
+`fedanon simulate` runs them; start-up of the daemons included). Vertically `fedanon simulate`'s
+deal applies: B and C get one attribute per party, so that sex × race and workclass × salary-class
+cross two parties' columns and are counted on the helper's join; A gets every table at one party.
+Each row: wall time and its
 ratio to the local release, the key holder's encrypt and decrypt phases (Paillier key
 generation, encryption of the packed counts, decryption of the sums), and the largest absolute
 difference between a released cell and the exact count (the noise, for scale).
@@ -31,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 from fedanon.consortium.statistics import simulate_statistics  # noqa: E402
 from fedanon.data.hierarchy import Hierarchy  # noqa: E402
 from fedanon.data.table import EncodedTable  # noqa: E402
-from fedanon.dp.marginals import MarginalSpec, contingency, release_statistics  # noqa: E402
+from fedanon.dp.marginals import MarginalSpec, contingency  # noqa: E402
 from fedanon.dp.randomness import randomness  # noqa: E402
-from fedanon.dp.statistics import StatisticsRequest  # noqa: E402
+from fedanon.dp.statistics import StatisticsRequest, release_statistics  # noqa: E402
 
 from bench.tables import DATA, load_adult  # noqa: E402
 

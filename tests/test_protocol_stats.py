@@ -322,16 +322,18 @@ def test_vertical_joint_noise_release_minus_the_shares_is_the_pooled_counts(pool
             assert needle not in payload, (topic, needle)
 
 
-def test_vertical_table_across_two_parties_is_refused(pooled) -> None:
+def test_vertical_table_across_two_parties_is_refused_by_a(pooled) -> None:
+    """A has no helper to join on (B and C join: `test_protocol_stats_joined.py`)."""
     rows, hierarchies = pooled
     from fedanon.protocols.sim.split import split_vertical
 
     shares = split_vertical(COLUMNS, rows, PARTIES)  # one column per party: sex,race crosses two
     local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
-    settings = RunSettings("x", "C", "vertical", None, dict(ROLES), "p1",  # type: ignore[arg-type]
+    roles = {p: r for p, r in ROLES.items() if r == "primary"}
+    settings = RunSettings("x", "A", "vertical", None, roles, "p1",  # type: ignore[arg-type]
                            {"statistics": _vertical_request().to_options()})
-    run = run_in_memory(settings, {**local, "helper": None}, timeout_s=120)
-    assert set(run.errors) == set(ROLES)
+    run = run_in_memory(settings, local, timeout_s=120)
+    assert set(run.errors) == set(roles)
     assert any("crosses the columns of several parties" in str(e) for e in run.errors.values()), run.errors
 
 

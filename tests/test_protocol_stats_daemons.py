@@ -111,3 +111,53 @@ def test_simulate_over_daemons_matches_the_in_process_run(tmp_path, capsys, spli
     assert daemons == threads
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["simulation"]["transport"].startswith("gRPC + mutual TLS")
+
+
+def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, capsys) -> None:
+    """A vertical split with one column per party: "sex,race" and "age:2,sex" need the helper's join
+    (B: equal to the local release with the helper's stream; C: minus the shares, the exact counts)."""
+    import tomli_w
+
+    from fedanon.dp.statistics import release_statistics
+    from fedanon.parties.config import run_config_dict
+    from fedanon.protocols.sim.split import split_vertical
+
+    rows = _pooled(500)
+    request = StatisticsRequest(2.0, (MarginalSpec.parse("sex,race"), MarginalSpec.parse("age:2,sex")), True, 17)
+    names = ["p1", "p2", "p3"]
+    paths = {c: hierarchy_path("adult", c) for c in COLUMNS}
+    config = AnonymizationConfig(COLUMNS)
+    parties = [share_party(n, s, tmp_path / f"{n}.csv", paths, config)
+               for n, s in zip(names, split_vertical(COLUMNS, rows, 3))]
+    parties.append(SimulatedParty("helper", "helper"))
+    with SimulatedNetwork(parties) as net:  # real daemons, gRPC over mutual TLS on loopback
+        cfg = net.run_config("B", distribution="vertical", options={"statistics": request.to_options()})
+        cfg.output = tmp_path / "stats.json"
+        run_toml = tmp_path / "run.toml"
+        run_toml.write_bytes(tomli_w.dumps(run_config_dict(cfg)).encode())
+        code = main(["run", "--config", str(run_toml), "--no-progress"])
+        assert code == 0, capsys.readouterr().err
+        # Protocol C joins too, summing encrypted counters: the release minus the primaries' shares
+        c_config = net.run_config("C", distribution="vertical", options={"statistics": request.to_options()})
+        c_config.output = tmp_path / "stats-c.json"
+        c_run = tmp_path / "c-run.toml"
+        c_run.write_bytes(tomli_w.dumps(run_config_dict(c_config)).encode())
+        assert main(["run", "--config", str(c_run), "--no-progress"]) == 0, capsys.readouterr().err
+        c_release = json.loads((tmp_path / "stats-c.json").read_text())
+        for got, want in zip(_minus_shares(c_release, request, names), _truth(rows, request)):
+            assert np.array_equal(got, want)
+        # Protocol A's statistics mode does not join: the same run refused, on one line, naming B and C
+        a_config = net.run_config("A", distribution="vertical", options={"statistics": request.to_options()})
+        a_config.parties = [p for p in a_config.parties if p.role == "primary"]  # A has no helper
+        refused = run_config_dict(a_config)
+        c_toml = tmp_path / "c.toml"
+        c_toml.write_bytes(tomli_w.dumps(refused).encode())
+        capsys.readouterr()
+        line = one_line_error(capsys, "run", "--config", c_toml, "--no-progress")
+        assert "crosses the columns of several parties" in line and "Protocols B and C count such a table" in line
+    release = json.loads((tmp_path / "stats.json").read_text())
+    assert release.pop("protocol")["joined"]["tables"] == ["sex:0,race:0", "age:2,sex:0"]
+    hierarchies = {c: Hierarchy.read_csv(hierarchy_path("adult", c), c) for c in COLUMNS}
+    local = release_statistics(EncodedTable.from_rows(COLUMNS, rows), hierarchies, list(request.marginals),
+                               request.epsilon, SeededRandomness(17, "helper"))
+    assert {k: v for k, v in release.items() if k in local} == local

@@ -25,7 +25,7 @@ from fedanon.model.config import AnonymizationConfig
 from fedanon.parties import reaper
 from fedanon.parties.simulation import SimulatedParty, run_simulation
 from fedanon.protocols.kit.api import RunSettings
-from fedanon.protocols.registry import HELPER, STATISTICS_OPTION, statistics_refusal
+from fedanon.protocols.registry import HELPER, STATISTICS_OPTION, statistics_joins, statistics_refusal
 from fedanon.protocols.sim.local_run import run_in_memory
 from fedanon.protocols.sim.split import Share, free_tid_name, split_horizontal
 
@@ -68,9 +68,11 @@ def write_release(outcome: Any, release: dict[str, Any], output: Path | None, re
 
 
 def deal_tables_vertically(columns: list[str], rows: list[list[str]], request: StatisticsRequest,
-                           parties: int) -> list[Share]:
+                           parties: int, joins: bool = False) -> list[Share]:
     """A vertical split in which every requested table stays at one party: attributes that some
-    table crosses form one group, groups are dealt round-robin, every party gets a shared TID."""
+    table crosses form one group, groups are dealt round-robin, every party gets a shared TID.
+    For a protocol that joins (`joins`), every attribute is its own group instead, so that tables
+    cross the parties' columns."""
     group = {a: a for a in columns}
 
     def root(a: str) -> str:
@@ -78,7 +80,7 @@ def deal_tables_vertically(columns: list[str], rows: list[list[str]], request: S
             a = group[a]
         return a
 
-    for spec in request.marginals:
+    for spec in () if joins else request.marginals:
         for other in spec.attributes[1:]:
             group[root(other)] = root(spec.attributes[0])
     groups = list(dict.fromkeys(root(a) for a in columns))
@@ -121,7 +123,7 @@ def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_pat
     where = [columns.index(a) for a in counted]
     dealt = [[row[i] for i in where] for row in rows]
     if distribution == "vertical":
-        shares = deal_tables_vertically(counted, dealt, request, parties)
+        shares = deal_tables_vertically(counted, dealt, request, parties, statistics_joins(protocol))
     else:
         shares = split_horizontal(counted, dealt, parties, split_mode)  # type: ignore[arg-type]
     run_options = {**(options or {}), STATISTICS_OPTION: request.to_options()}

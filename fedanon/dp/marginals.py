@@ -68,6 +68,17 @@ def level_domain(hierarchy: Hierarchy, level: int) -> list[bytes]:
 def contingency(table: EncodedTable, hierarchies: dict[str, Hierarchy],
                 spec: MarginalSpec) -> tuple[list[list[bytes]], np.ndarray]:
     """The exact counts of every cell (domains from the hierarchies, shape = domain sizes)."""
+    domains, keys = cell_keys(table, hierarchies, spec)
+    sizes = [len(d) for d in domains]
+    cells = int(np.prod(sizes, dtype=np.float64))
+    counts = np.bincount(keys, minlength=cells).reshape(sizes)
+    return domains, counts
+
+
+def cell_keys(table: EncodedTable, hierarchies: dict[str, Hierarchy],
+              spec: MarginalSpec) -> tuple[list[list[bytes]], np.ndarray]:
+    """Every row's cell of the marginal (its row-major index over the domains), with the domains:
+    what a party of a vertical split sends (permuted) for the part of a table it holds."""
     domains, keys, sizes = [], np.zeros(table.n_rows, dtype=np.int64), []
     for name, level in zip(spec.attributes, spec.levels):
         if name not in hierarchies:
@@ -87,5 +98,4 @@ def contingency(table: EncodedTable, hierarchies: dict[str, Hierarchy],
     if cells > MAX_CELLS:
         raise InputError(f"--marginal {spec.describe()}: {cells:,} cells, more than {MAX_CELLS:,}; "
                          "choose coarser levels or fewer attributes")
-    counts = np.bincount(keys, minlength=cells).reshape(sizes)
-    return domains, counts
+    return domains, keys

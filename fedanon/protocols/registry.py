@@ -137,6 +137,13 @@ def statistics_refusal(protocol: str, distribution: str) -> str | None:
     return None
 
 
+def statistics_joins(protocol: str) -> bool:
+    """Whether `protocol`'s statistics mode counts a table across several parties' columns of a
+    vertical split (on a join of their rows; `protocols/stats/joined.py`) instead of refusing it."""
+    spec = protocol_spec(protocol)
+    return spec.statistics is not None and bool(getattr(importlib.import_module(spec.statistics), "JOINS", False))
+
+
 def dp_refusal(protocol: str, distribution: str) -> str | None:
     """Why `protocol` makes no DP release in a `distribution` split (None: it does)."""
     spec = protocol_spec(protocol)

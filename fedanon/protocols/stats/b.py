@@ -1,5 +1,9 @@
-"""Protocol B's statistics mode: the helper adds the noise (see `roles.py`)."""
+"""Protocol B's statistics mode: the helper adds the noise, and joins a vertical split's rows for a
+table across several parties' columns (see `roles.py`, `joined.py`)."""
 
 from fedanon.protocols.stats.roles import roles
 
-ROLES = roles("helper")
+#: a table across several parties' columns is counted on the helper's join (`registry.statistics_joins`)
+JOINS = True
+
+ROLES = roles("helper", joins=JOINS)

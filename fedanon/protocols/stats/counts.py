@@ -6,7 +6,8 @@ counts encrypted under the key holder's Paillier key, so the helper sees only ci
 The digest of the cells (attributes, levels and every value of every level's domain, in
 order) lets the key holder's peers check that they count the same cells in the same order
 without sending a value; it travels only between primaries, which hold the same hierarchies.
-In a vertical split a primary counts only the tables whose attributes it holds, and the key
+In a vertical split a primary counts only the tables whose attributes it holds (a table across
+several parties' columns is counted on a join, `joined.py`), and the key
 holder checks with a digest of every party's identifiers that all of them hold the same persons.
 """
 
@@ -22,7 +23,7 @@ from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
 from fedanon.dp.marginals import contingency
 from fedanon.dp.statistics import StatisticsRequest
-from fedanon.errors import InputError
+from fedanon.errors import InputError, with_public
 
 
 def cells_digest(request: StatisticsRequest, marginal_domains: list[list[list[bytes]]]) -> str:
@@ -55,15 +56,19 @@ def own_counts(request: StatisticsRequest, table: EncodedTable, hierarchies: Map
     return out
 
 
-def held_marginals(request: StatisticsRequest, columns: list[str]) -> list[bool]:
+def held_marginals(request: StatisticsRequest, columns: list[str], protocol: str, joins: bool = False) -> list[bool]:
     """Vertical split: which marginals this party holds every attribute of. One that it holds only
-    some attributes of crosses two parties' columns, which would need a join: refused."""
+    some attributes of crosses several parties' columns: counted on a join where the protocol
+    joins (`joins`, Protocols B and C: `joined.py`), refused elsewhere (A)."""
     out = []
     for spec in request.marginals:
         held = [a in columns for a in spec.attributes]
-        if any(held) and not all(held):
-            raise InputError(f"--stats-marginal {spec.describe()} crosses the columns of several parties; in a "
-                             "vertical split every table's attributes must be held by one party")
+        if any(held) and not all(held) and not joins:
+            # names only the request's attributes and protocols, which every party knows: public
+            text = (f"--stats-marginal {spec.describe()} crosses the columns of several parties: Protocol "
+                    f"{protocol}'s statistics mode counts only a table whose attributes one party holds; "
+                    "Protocols B and C count such a table (their helper joins the parties' rows)")
+            raise with_public(InputError(text), text)
         out.append(all(held))
     return out
 

@@ -4,14 +4,22 @@ A run whose options hold `statistics` (`dp.statistics.StatisticsRequest`) releas
 row count and marginals of the table the primaries hold together, as `fedanon stats` does
 for one table, and anonymizes nothing. In a horizontal split every primary counts its own rows
 in every cell; in a vertical split each table is counted by the one primary that holds all of
-its attributes (a table across two parties' columns is refused: it would need a join), the
-total by the key holder, over the persons every party holds (checked by digest).
+its attributes, the total by the key holder, over the persons every party holds (checked by
+digest). A table across several parties' columns needs a join: B's and C's helpers join
+(`joined.py`; B's counts the joined rows, C's adds their encrypted counters), A refuses it.
 
-encrypt    primary    -> key holder   s/cells   (vertical) the tables it counts, their cells, its persons' digest
+encrypt    primary    -> key holder   s/cells   (vertical) the tables (and parts of tables) it holds, their
+                                                cells, its persons' digest
            key holder -> every party  s/key     its fresh Paillier public key, the segment sizes;
                                                 horizontal: to primaries also the cells' digest
-                                                (`counts.py`); vertical: who counts each table
-           primary    -> aggregator   s/counts  Enc(own counts [+ own noise shares]) per cell
+                                                (`counts.py`); vertical: who counts each table, the join plans
+           key holder -> primaries    s/join-key (B, C: joined tables) the join key, directly, never via the helper,
+                                                to the part holders and the permuter
+           part holder -> helper      s/rows    (B, C: joined tables) TID tokens and permuted cell labels per row
+                                                (C: pseudotuples too, and from one party every row's Enc(counter))
+           helper     -> permuter     s/joined  (B, C: joined tables) Enc(count) per relabelled cell
+           primary    -> aggregator   s/counts  Enc(own counts [+ own noise shares]) per cell (the permuter's
+                                                with the joined counts folded in, in canonical order)
 integrate  the aggregator multiplies the ciphertexts cell by cell (= adds the counts) [B: and Enc(its noise)]
 decrypt    aggregator -> key holder   s/sums    the encrypted noisy sums (+ how the noise was drawn)
            key holder -> every party  s/done    (no data)
@@ -35,6 +43,7 @@ With a seed (tests only) every party draws from its own seeded stream, named by 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,9 +69,12 @@ from fedanon.protocols.kit.roles import (
 )
 from fedanon.protocols.kit.validation import LocalProblem
 from fedanon.protocols.registry import STATISTICS_OPTION
-from fedanon.dp.marginals import level_domain
+from fedanon.dp.marginals import MAX_CELLS, level_domain
 from fedanon.protocols.stats.counts import cells_digest, held_marginals, own_counts, persons_digest
-from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector
+from fedanon.protocols.c.pseudotuples import pseudotuple_count, pseudotuple_share
+from fedanon.protocols.stats.joined import (JoinPlan, canonical_positions, count_joined, labelled_rows, plan_join,
+                                            senders, sum_joined)
+from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector, fold_ciphertexts
 
 PHASES = ("encrypt", "integrate", "decrypt")
 #: "helper": the aggregating helper draws the noise (B); "joint": every primary draws a share (C, A)
@@ -79,6 +91,7 @@ class KeyNotice(Verdict):
     sizes: list[int] = field(default_factory=list)
     digest: str = ""
     owners: list[str] = field(default_factory=list)
+    joins: list[dict[str, Any]] = field(default_factory=list)  # `joined.JoinPlan`s: tables across parties
 
 
 @dataclass
@@ -88,6 +101,7 @@ class CellsNotice(Verdict):
 
     marginals: dict[str, list[list[str]]] = field(default_factory=dict)
     persons: str = ""
+    parts: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # table -> attribute -> cells (hex)
 
 
 @dataclass
@@ -100,6 +114,8 @@ class Plan:
     sizes: list[int]
     counted: list[bool]
     domains: list[list[list[bytes]]]
+    joins: list[JoinPlan] = field(default_factory=list)
+    join_key: bytes = b""
 
 
 def request_of(ctx: RoleContext) -> StatisticsRequest:
@@ -139,6 +155,29 @@ def aggregator_of(ctx: RoleContext) -> str:
     return primaries[(primaries.index(ctx.settings.result_recipient) + 1) % len(primaries)]
 
 
+def permuter_of(ctx: RoleContext) -> str:
+    """The primary that puts the helper's encrypted counts of joined tables into canonical order:
+    the first primary in the run's order that is not the key holder (it must not decrypt)."""
+    return next(p for p in ctx.settings.primaries if p != ctx.settings.result_recipient)
+
+
+def joined_facts(request: StatisticsRequest, joins: list[JoinPlan], permuter: str, noise: str) -> dict[str, Any]:
+    """What the release says about its tables across several parties' columns."""
+    first = 1 if request.total else 0
+    if noise == "helper":
+        how = "counted them per cell"
+        learns = "each joined table's counts up to a relabelling of every party's part of it"
+    else:
+        how = "multiplied their encrypted counters (pseudotuples count 0) per cell"
+        learns = ("how many joined rows, pseudotuples included, fall into each relabelled cell; no count "
+                  "(the counters are encrypted)")
+    return {"tables": [request.marginals[j.segment - first].describe() for j in joins],
+            "how": f"the helper joined the parties' rows on encrypted identifiers and {how}, the cells relabelled "
+                   f"by secret permutations of the primaries; primary {permuter!r} put the encrypted counts into "
+                   "canonical order",
+            "helper_learns": learns}
+
+
 def who(noise: str, aggregator: str, has_helper: bool) -> dict[str, str]:
     """Who counted, who drew the noise and who could remove it (copied into every release)."""
     adder = "the helper" if has_helper else f"primary {aggregator!r} (it holds no key)"
@@ -168,9 +207,10 @@ def aggregate(key: PaillierPublicKey, sizes: list[int], blobs: list[bytes], nois
 
 
 class _Primary(DataHolder):
-    def __init__(self, ctx: RoleContext, noise: str) -> None:
+    def __init__(self, ctx: RoleContext, noise: str, joins: bool = False) -> None:
         super().__init__(ctx)
         self.noise = noise
+        self.joins = joins
         self.request = request_of(ctx)
         self.recipient = self.settings.result_recipient
         self.aggregator = aggregator_of(ctx)
@@ -200,31 +240,51 @@ class _Primary(DataHolder):
 
     def _plan_vertical(self, others: list[str], helpers: list[str]) -> Plan:
         """Each table is counted by the one primary that holds all its attributes (the total by the key
-        holder). The others tell the key holder which tables they count, with those tables' cells (the
-        release names them anyway) and a digest of their persons; the key holder checks that every
-        table has one counter and every party the same persons, then sends the key and the sizes."""
+        holder), or -- where the protocol joins (B, C) and several parties hold its attributes -- on the
+        helper's join (`joined.py`). The others tell the key holder which tables or parts of tables they
+        hold, with those attributes' cells (the release names them anyway) and a digest of their persons;
+        the key holder checks that every table has one counter (or every attribute of a joined table one
+        holder) and every party the same persons, then sends the key, the sizes and the join plans."""
         request, transport = self.request, self.transport
         tid = self.local.tid_column
         columns = [c for c in self.local.columns if c != tid]
-        held = held_marginals(request, columns)
+        held = held_marginals(request, columns, self.settings.protocol, self.joins)
         mine = {i: [level_domain(self.local.hierarchies[a], lv) for a, lv in zip(spec.attributes, spec.levels)]
                 for i, (spec, h) in enumerate(zip(request.marginals, held)) if h}
+        parts = {i: {a: level_domain(self.local.hierarchies[a], lv) for a, lv in zip(spec.attributes, spec.levels)
+                     if a in columns}
+                 for i, (spec, h) in enumerate(zip(request.marginals, held))
+                 if not h and any(a in columns for a in spec.attributes)}
         tids = [] if tid is None else [row[self.local.columns.index(tid)] for row in self.local.rows]
         persons = persons_digest(self.settings.run_id, tids)
         first = 1 if request.total else 0
         if self.me != self.recipient:
             send_control(transport, self.recipient, "s/cells",
                          CellsNotice(marginals={str(i): [[v.hex() for v in d] for d in doms] for i, doms in mine.items()},
-                                     persons=persons))
-            notice, parts = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
+                                     persons=persons,
+                                     parts={str(i): {a: [v.hex() for v in d] for a, d in doms.items()}
+                                            for i, doms in parts.items()}))
+            notice, received = receive_control(transport, self.recipient, "s/key", KeyNotice, "counter key")
             notice.raise_if_stopped()
             counted = [owner == self.me for owner in notice.owners]
+            joins = [JoinPlan.from_json(j) for j in notice.joins]
             if len(notice.sizes) != request.queries or len(counted) != request.queries \
-                    or any(counted[first + i] != (i in mine) for i in range(len(request.marginals))):
+                    or any(counted[first + i] != (i in mine) for i in range(len(request.marginals))) \
+                    or not self._joins_match(joins, parts, first):
                 raise ProtocolError(f"party {self.me!r}: the key holder's plan does not match the tables it holds")
-            return Plan(PaillierPublicKey.from_bytes(parts.get("key", b"")), None, list(notice.sizes), counted, [])
+            join_key = b""
+            if joins and (self.me in senders(joins) or self.me == permuter_of(self.ctx)):
+                sent, keys = receive_control(transport, self.recipient, "s/join-key", Verdict, "join key")
+                sent.raise_if_stopped()
+                join_key = keys.get("key", b"")
+                if len(join_key) != 32:
+                    raise ProtocolError(f"party {self.me!r}: the key holder's join key is not 256 bits")
+            return Plan(PaillierPublicKey.from_bytes(received.get("key", b"")), None, list(notice.sizes), counted, [],
+                        joins, join_key)
         owners: dict[int, list[str]] = {i: [self.me] for i in mine}
         cells: dict[int, list[list[bytes]]] = dict(mine)
+        holders: dict[int, dict[str, list[tuple[str, list[bytes]]]]] = {
+            i: {a: [(self.me, d)] for a, d in doms.items()} for i, doms in parts.items()}
         problems = []
         for party in others:
             notice, _ = receive_control(transport, party, "s/cells", CellsNotice, f"cells of {party!r}")
@@ -236,8 +296,32 @@ class _Primary(DataHolder):
                     raise ProtocolError(f"party {party!r} claims a table the request does not have")
                 owners.setdefault(i, []).append(party)
                 cells[i] = [[bytes.fromhex(v) for v in d] for d in doms]
+            for index, attributes in notice.parts.items():
+                i = int(index)
+                if not (self.joins and 0 <= i < len(request.marginals)) \
+                        or not set(attributes) <= set(request.marginals[i].attributes):
+                    raise ProtocolError(f"party {party!r} claims a part of a table the request does not have")
+                for a, d in attributes.items():
+                    holders.setdefault(i, {}).setdefault(a, []).append((party, [bytes.fromhex(v) for v in d]))
+        joins: list[JoinPlan] = []
         for i, spec in enumerate(request.marginals):
-            if len(owners.get(i, [])) != 1:
+            if i in holders:
+                by = holders[i]
+                for a in spec.attributes:
+                    if len(by.get(a, [])) != 1 or i in owners:
+                        held_by = [p for p, _ in by.get(a, [])] + owners.get(i, [])
+                        problems.append(f"attribute {a!r} of --stats-marginal {spec.describe()} is held by "
+                                        f"{' and '.join(repr(p) for p in held_by) or 'no party'}; it must be held "
+                                        "by exactly one")
+                if problems:
+                    continue
+                cells[i] = [by[a][0][1] for a in spec.attributes]
+                shape = [len(d) for d in cells[i]]
+                if int(np.prod(shape, dtype=np.float64)) > MAX_CELLS:
+                    problems.append(f"--stats-marginal {spec.describe()}: more than {MAX_CELLS:,} cells")
+                    continue
+                joins.append(plan_join(first + i, spec, [by[a][0][0] for a in spec.attributes], shape))
+            elif len(owners.get(i, [])) != 1:
                 problems.append(f"--stats-marginal {spec.describe()} is held by "
                                 f"{' and '.join(repr(p) for p in owners.get(i, [])) or 'no party'}; it must be "
                                 "held by exactly one")
@@ -246,12 +330,66 @@ class _Primary(DataHolder):
             raise LocalFailure([LocalProblem(text, text)])
         marginal_domains = [cells[i] for i in range(len(request.marginals))]
         sizes = segment_sizes(request, marginal_domains)
-        order = ([self.me] if request.total else []) + [owners[i][0] for i in range(len(request.marginals))]
+        order = ([self.me] if request.total else []) + [owners[i][0] if i in owners else ""
+                                                         for i in range(len(request.marginals))]
         secret = generate_paillier_keypair()
         for party in [*others, *helpers]:
-            send_control(transport, party, "s/key", KeyNotice(sizes=sizes, owners=order),
+            send_control(transport, party, "s/key",
+                         KeyNotice(sizes=sizes, owners=order, joins=[j.to_json() for j in joins]),
                          key=secret.public_key.to_bytes())
-        return Plan(secret.public_key, secret, sizes, [o == self.me for o in order], marginal_domains)
+        join_key = os.urandom(32) if joins else b""
+        needing = set(senders(joins)) | {permuter_of(self.ctx)} if joins else set()
+        for party in [p for p in others if p in needing]:  # directly, over the primaries' own channel: never the helper
+            send_control(transport, party, "s/join-key", Verdict(), key=join_key)
+        return Plan(secret.public_key, secret, sizes, [o == self.me for o in order], marginal_domains,
+                    joins, join_key)
+
+    def _joins_match(self, joins: list[JoinPlan], parts: dict[int, dict[str, list[bytes]]], first: int) -> bool:
+        """The key holder's join plans put exactly the attributes this party holds of each table in its part."""
+        planned = {}
+        for plan in joins:
+            spec = self.request.marginals[plan.segment - first] if 0 <= plan.segment - first < len(
+                self.request.marginals) else None
+            if spec is None or len(plan.shape) != len(spec.attributes):
+                return False
+            for party, positions in plan.parts:
+                if party == self.me:
+                    planned[plan.segment - first] = {spec.attributes[p] for p in positions}
+        return planned == {i: set(doms) for i, doms in parts.items()}
+
+    def _send_labelled_rows(self, plan: Plan, table: EncodedTable) -> None:
+        """A primary holding a part of a joined table: its rows' TID tokens and cell labels to the helper."""
+        tid = self.local.tid_column
+        if tid is None:
+            raise ProtocolError(f"party {self.me!r} has no identifier column to join its rows on")
+        t = self.local.columns.index(tid)
+        first = 1 if self.request.total else 0
+        specs = [self.request.marginals[j.segment - first] for j in plan.joins]
+        joint = self.noise == "joint"  # C: pseudotuples, and the first sender's encrypted counters
+        fakes = pseudotuple_count(len(self.local.rows), pseudotuple_share(self.settings.options)) if joint else 0
+        counters = plan.key if joint and self.me == senders(plan.joins)[0] else None
+        parts = labelled_rows(plan.join_key, self.settings.run_id, self.me, [row[t] for row in self.local.rows],
+                              table, self.local.hierarchies, specs, plan.joins, fakes, counters)
+        send_control(self.transport, self.aggregator, "s/rows", Verdict(), **parts)
+
+    def _fold_joined(self, plan: Plan, blob: bytes) -> bytes:
+        """The permuting primary: the helper's per-cell ciphertexts of the joined tables, moved into
+        canonical order and folded into this party's own encrypted counts (`joined.py`)."""
+        sent, parts = receive_control(self.transport, self.aggregator, "s/joined", KeyNotice, "joined counts")
+        sent.raise_if_stopped()
+        cts = plan.key.ciphertexts_from_bytes(parts.get("counts", b""))
+        if sent.sizes != [j.cells for j in plan.joins] or len(cts) != sum(sent.sizes):
+            raise ProtocolError("the helper's joined counts do not have the planned number of cells")
+        offsets = np.concatenate([[0], np.cumsum(plan.sizes)]).astype(np.int64)
+        cells: dict[int, Any] = {}
+        start = 0
+        for join in plan.joins:
+            positions = canonical_positions(plan.join_key, self.settings.run_id, join)
+            base = int(offsets[join.segment])
+            for j, at in enumerate(positions.tolist()):
+                cells[base + j] = cts[start + at]
+            start += join.cells
+        return fold_ciphertexts(plan.key, blob, sum(plan.sizes), cells)
 
     def run(self) -> RoleOutcome:
         request, transport, timer = self.request, self.transport, self.timer
@@ -264,12 +402,16 @@ class _Primary(DataHolder):
             plan = (self._plan_vertical if vertical else self._plan_horizontal)(others, helpers)
             key, secret, sizes, marginal_domains = plan.key, plan.secret, plan.sizes, plan.domains
             table = EncodedTable.from_rows(self.local.columns, self.local.rows)
+            if self.me in senders(plan.joins):
+                self._send_labelled_rows(plan, table)
             counts = own_counts(request, table, self.local.hierarchies, plan.counted, sizes)
             if self.noise == "joint":
                 generator = share_generator(randomness(request.seed, stream=self.me))
                 primaries = len(self.settings.primaries)
                 counts = [c + noise_shares(generator, len(c), request.scale, primaries) for c in counts]
             blob = encrypt_vector(key, np.concatenate(counts) if counts else np.zeros(0, np.int64))
+            if plan.joins and self.me == permuter_of(self.ctx):
+                blob = self._fold_joined(plan, blob)
             if not aggregating:
                 send_control(transport, self.aggregator, "s/counts", KeyNotice(sizes=sizes), counts=blob)
         if aggregating:  # a protocol without a helper: this primary adds, it cannot decrypt
@@ -290,6 +432,8 @@ class _Primary(DataHolder):
                 release["protocol"] = {"name": self.settings.protocol, "split": self.settings.distribution,
                                        "primaries": len(self.settings.primaries), "key_holder": self.me,
                                        **who(self.noise, self.aggregator, bool(helpers))}
+                if plan.joins:
+                    release["protocol"]["joined"] = joined_facts(request, plan.joins, permuter_of(self.ctx), self.noise)
                 outcome.report["statistics"] = release
                 for party in [*others, *helpers]:
                     send_control(transport, party, "s/done", Verdict())
@@ -313,9 +457,10 @@ def receive_counts(transport: Any, senders: list[str], sizes: list[int]) -> list
 
 
 class _Helper(HelperRole):
-    def __init__(self, ctx: RoleContext, noise: str) -> None:
+    def __init__(self, ctx: RoleContext, noise: str, joins: bool = False) -> None:
         super().__init__(ctx, ctx.settings.protocol)
         self.noise = noise
+        self.joins = joins
         self.request = request_of(ctx)
         self.recipient = self.settings.result_recipient
         if self.recipient not in self.primaries:
@@ -329,8 +474,21 @@ class _Helper(HelperRole):
             notice.raise_if_stopped()
             key = PaillierPublicKey.from_bytes(parts.get("key", b""))
             sizes = list(notice.sizes)
-            blobs = receive_counts(transport, self.primaries, sizes)
+            joins = [JoinPlan.from_json(j) for j in notice.joins]
+            if joins and not self.joins:
+                raise ProtocolError(f"Protocol {self.settings.protocol}'s statistics mode joins no tables")
+            rows = {p: receive_control(transport, p, "s/rows", Verdict, f"rows of {p!r}")[1] for p in senders(joins)}
         with timer.phase("integrate"):
+            if joins:
+                shares = {p: {k: v for k, v in r.items() if k != "control"} for p, r in rows.items()}
+                if self.noise == "helper":  # B: the helper counts the joined rows (and learns those counts)
+                    cts = key.encrypt_many([int(c) for v in count_joined(shares, joins) for c in v.tolist()],
+                                           workers=1)
+                else:  # C: it multiplies encrypted counters and learns no count
+                    cts = [c for v in sum_joined(shares, joins, key, senders(joins)[0]) for c in v]
+                send_control(transport, permuter_of(self.ctx), "s/joined", KeyNotice(sizes=[j.cells for j in joins]),
+                             counts=key.ciphertexts_to_bytes(cts))
+            blobs = receive_counts(transport, self.primaries, sizes)
             summed, source = aggregate(key, sizes, blobs, self.noise, request, self.me)
         with timer.phase("decrypt"):
             send_control(transport, self.recipient, "s/sums", Verdict(report={"randomness": source}), sums=summed)
@@ -341,17 +499,19 @@ class _Helper(HelperRole):
         return outcome
 
 
-def roles(noise: str) -> dict[str, Any]:
-    """The ROLES of one protocol's statistics mode: `noise` is "helper" (B) or "joint" (C)."""
+def roles(noise: str, joins: bool = False) -> dict[str, Any]:
+    """The ROLES of one protocol's statistics mode: `noise` is "helper" (B) or "joint" (C, A);
+    `joins`: a table across several parties' columns of a vertical split is counted on the helper's
+    join (B, `joined.py`) instead of refused."""
     if noise not in NOISE_MODES:
         raise ValueError(f"unknown noise mode {noise!r}")
 
     @guarded
     def primary(ctx: RoleContext) -> RoleOutcome:
-        return _Primary(ctx, noise).run()
+        return _Primary(ctx, noise, joins).run()
 
     @guarded
     def helper(ctx: RoleContext) -> RoleOutcome:
-        return _Helper(ctx, noise).run()
+        return _Helper(ctx, noise, joins).run()
 
     return {"primary": primary, "helper": helper}

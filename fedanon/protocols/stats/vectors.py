@@ -15,7 +15,7 @@ addends, so no slot ever carries into its neighbour, and the key holder subtract
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -84,3 +84,34 @@ def decrypt_vector(key: PaillierPrivateKey, blob: bytes, size: int, addends: int
             out.append((m & mask) - offset)
             m >>= SLOT_BITS
     return np.array(out[:size], dtype=np.int64)
+
+
+def fold_ciphertexts(key: PaillierPublicKey, blob: bytes, size: int, cells: Mapping[int, int]) -> bytes:
+    """Add single-value ciphertexts (one count each, `cells`: position -> Enc(count)) into the
+    slots at those positions of a packed vector of `size` values, under encryption.
+
+    Why: a party that puts another party's per-cell ciphertexts into canonical order (the join
+    of a vertical split, `joined.py`) must pack them without decrypting. Moving a count into slot
+    s multiplies its plaintext by 2^(SLOT_BITS·s): Horner's scheme over a block's slots, highest
+    first, costs SLOT_BITS squarings per slot. The slot's bias is the packed vector's own, so the
+    sum of the vectors unpacks as before (a folded count must be below `LIMIT` like any value).
+    The packed vector's fresh randomness rerandomizes the result: whoever made the single
+    ciphertexts cannot tell where they went."""
+    cts = key.ciphertexts_from_bytes(blob)
+    if len(cts) != packed_length(size):
+        raise ProtocolError(f"folding into {len(cts)} ciphertexts, expected {packed_length(size)}")
+    blocks: dict[int, dict[int, int]] = {}
+    for position, ct in cells.items():
+        if not 0 <= position < size:
+            raise ProtocolError(f"a folded count's position {position} is outside the {size} values")
+        blocks.setdefault(position // SLOTS, {})[position % SLOTS] = ct
+    shift = 1 << SLOT_BITS
+    for block, slots in blocks.items():
+        acc = None  # Enc(Σ count·2^(SLOT_BITS·slot)) over this block's folded slots
+        for slot in range(max(slots), -1, -1):
+            if acc is not None:
+                acc = key.mul_plain(acc, shift)
+            if slot in slots:
+                acc = slots[slot] if acc is None else key.add(acc, slots[slot])
+        cts[block] = key.add(cts[block], acc)
+    return key.ciphertexts_to_bytes(cts)

@@ -1,0 +1,249 @@
+"""Tables across several parties' columns of a vertical split in the statistics mode (in-process parties).
+
+* B, seeded: the release equals `fedanon stats`'s (`release_statistics`) on the joined table when
+  the local release draws from the helper's stream -- with tables across two and three parties,
+  next to a table one party holds, whoever is the key holder.
+* What every party receives holds no value, no hierarchy path, no key of the key holder and not
+  the join key; the helper receives cell labels relabelled by a secret permutation, never the
+  canonical ones, and never the parties' cells or the join key.
+* C, seeded: the release minus every primary's seeded noise shares is exactly the joined table's
+  counts; the helper sums encrypted counters over rows padded with pseudotuples, so the numbers of
+  rows it groups are not the counts.
+* A refuses such a table with a message that names Protocols B and C.
+* The pieces: the permutations are bijections that depend on the key, ciphertexts folded into a
+  packed vector land in their slots, and the helper refuses labels or identifiers that do not fit.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from fedanon.crypto.paillier import PaillierPrivateKey, generate_paillier_keypair
+from fedanon.data.hierarchy import Hierarchy
+from fedanon.data.io.registry import read_table
+from fedanon.data.table import EncodedTable
+from fedanon.dp.marginals import MarginalSpec, cell_keys, contingency, level_domain
+from fedanon.dp.randomness import SeededRandomness
+from fedanon.dp.shares import noise_shares, share_generator
+from fedanon.dp.statistics import StatisticsRequest, release_statistics
+from fedanon.errors import FedanonError
+from fedanon.protocols.kit import codec
+from fedanon.protocols.kit.api import RunSettings
+from fedanon.protocols.sim.local_run import run_in_memory
+from fedanon.protocols.sim.split import split_vertical
+from fedanon.protocols.stats import roles as stats_roles
+from fedanon.protocols.stats.joined import (JoinPlan, canonical_positions, count_joined, labelled_rows,
+                                            part_permutation)
+from fedanon.protocols.stats.vectors import decrypt_vector, encrypt_vector, fold_ciphertexts
+
+from datasets import ADULT_DIR, hierarchy_path
+
+COLUMNS = ["age", "sex", "race"]  # split_vertical: age at p1, sex at p2, race at p3
+ROWS = 700
+ROLES = {"p1": "primary", "p2": "primary", "p3": "primary", "helper": "helper"}
+
+
+@pytest.fixture(scope="module")
+def pooled() -> tuple[list[list[str]], dict[str, Hierarchy]]:
+    rows = read_table(ADULT_DIR / "adult.csv", ";", "utf-8").select(COLUMNS).rows()[:ROWS]
+    return rows, {c: Hierarchy.read_csv(hierarchy_path("adult", c), c) for c in COLUMNS}
+
+
+def _request(seed: int | None) -> StatisticsRequest:
+    # across p2 and p3; one party's table; across all three, attributes interleaved
+    return StatisticsRequest(1.0, (MarginalSpec.parse("sex,race"), MarginalSpec.parse("age:1"),
+                                   MarginalSpec.parse("race:1,age:2,sex")), True, seed)
+
+
+def _run(protocol: str, request: StatisticsRequest, rows, hierarchies, recipient: str = "p1", record: bool = False):
+    shares = split_vertical(COLUMNS, rows, 3)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    roles = {p: r for p, r in ROLES.items() if protocol != "A" or r == "primary"}
+    settings = RunSettings(f"join-{protocol}", protocol, "vertical", None, roles, recipient,  # type: ignore[arg-type]
+                           {"statistics": request.to_options()})
+    return run_in_memory(settings, {**local, **({"helper": None} if "helper" in roles else {})}, record=record,
+                         timeout_s=300)
+
+
+@pytest.mark.parametrize("recipient", ["p1", "p3"])
+def test_b_joined_release_is_the_local_release_of_the_joined_table(pooled, recipient: str) -> None:
+    rows, hierarchies = pooled
+    request = _request(seed=31)
+    run = _run("B", request, rows, hierarchies, recipient)
+    assert not run.errors, run.errors
+    release = dict(run.outcomes[recipient].report["statistics"])
+    protocol = release.pop("protocol")
+    local = release_statistics(EncodedTable.from_rows(COLUMNS, rows), hierarchies, list(request.marginals),
+                               request.epsilon, SeededRandomness(31, "helper"))
+    assert release == local
+    assert protocol["joined"]["tables"] == ["sex:0,race:0", "race:1,age:2,sex:0"]
+    assert f"'{'p2' if recipient == 'p1' else 'p1'}'" in protocol["joined"]["how"]  # the permuter is no key holder
+    assert all("statistics" not in run.outcomes[p].report for p in ROLES if p != recipient)
+
+
+@pytest.mark.parametrize("protocol", ["B", "C"])
+def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatch, tmp_path, protocol: str) -> None:
+    rows, hierarchies = pooled
+    canary = "CANARY-RACE-5e7b"
+    path = tmp_path / "secret-folder" / "race.csv"
+    race = hierarchies["race"]
+    planted = {**hierarchies, "race": Hierarchy.from_rows("race", [*race.rows, [canary.encode(), *race.rows[0][1:]]],
+                                                          str(path))}
+    rows = [list(r) for r in rows]
+    rows[3][COLUMNS.index("race")] = canary
+    paillier: list[PaillierPrivateKey] = []
+    join_keys: list[bytes] = []
+    real_keypair, real_urandom = stats_roles.generate_paillier_keypair, stats_roles.os.urandom
+
+    def keep_keypair(*a, **k):
+        paillier.append(real_keypair(*a, **k))
+        return paillier[-1]
+
+    def keep_urandom(n: int) -> bytes:
+        join_keys.append(real_urandom(n))
+        return join_keys[-1]
+
+    monkeypatch.setattr(stats_roles, "generate_paillier_keypair", keep_keypair)
+    monkeypatch.setattr(stats_roles, "os", types.SimpleNamespace(urandom=keep_urandom))
+    base = _request(seed=None)
+    request = StatisticsRequest(base.epsilon, (*base.marginals, MarginalSpec.parse("age,sex")), True, None)
+    run = _run(protocol, request, rows, planted, record=True)
+    assert not run.errors, run.errors
+    assert len(paillier) == 1 and len(join_keys) == 1
+    factors = [int(f).to_bytes((int(f).bit_length() + 7) // 8, "big") for f in (paillier[0].p, paillier[0].q)]
+    values = [canary, "Female", "White", "Amer-Indian-Eskimo", "Asian-Pac-Islander"]
+    cell_values = [*(v.encode() for v in values), *(v.encode().hex().encode() for v in values)]
+    secrets = [str(path).encode(), b"secret-folder", *factors, join_keys[0]]
+    topics: dict[str, set[str]] = {}
+    for party, transport in run.transports.items():
+        for _sender, topic, payload in transport.recorded:
+            topics.setdefault(party, set()).add(topic)
+            # only the key holder receives cells (of the tables and parts the others hold): the release names them
+            checked = secrets if (topic == "s/cells" and party == "p1") else secrets + cell_values
+            if topic == "s/join-key" and party != "helper":  # the primaries share it, straight from the key holder
+                checked = [n for n in checked if n != join_keys[0]]
+            for needle in checked:
+                assert needle not in payload, (party, topic, needle[:20])
+    assert any(v in payload for _s, t, payload in run.transports["p1"].recorded if t == "s/cells"
+               for v in cell_values)  # positive control of the search
+    assert {"s/rows", "s/counts", "s/key"} <= topics["helper"]
+    assert not {"s/cells", "s/join-key"} & topics["helper"]
+    assert "s/join-key" in topics["p2"] and "s/joined" in topics["p2"]  # the permuter
+    # the helper gets p1's age part of "age,sex" relabelled by σ (keyed by the join key), not its canonical cells
+    sent = [payload for sender, topic, payload in run.transports["helper"].recorded
+            if topic == "s/rows" and sender == "p1"]
+    assert len(sent) == 1
+    labels = np.frombuffer(codec.unpack_message(sent[0], "rows")["labels/4"], dtype=">u4").astype(np.int64)
+    ages = EncodedTable.from_rows(["age"], [[r[COLUMNS.index("age")]] for r in rows])
+    canonical = cell_keys(ages, planted, MarginalSpec.parse("age"))[1]
+    sigma = part_permutation(join_keys[0], f"join-{protocol}", 4, 0, len(level_domain(hierarchies["age"], 0)))
+    if protocol == "B":
+        assert sorted(labels.tolist()) == sorted(sigma[canonical].tolist())
+    else:  # C adds pseudotuples whose labels are copies of real rows' labels
+        assert len(labels) == ROWS + ROWS // 4
+        assert not Counter(sigma[canonical].tolist()) - Counter(labels.tolist())
+        assert set(labels.tolist()) == set(sigma[canonical].tolist())
+        assert Counter(canonical.tolist()) - Counter(labels.tolist())  # not the canonical cells plus copies
+    assert sorted(labels.tolist()) != sorted(canonical.tolist())
+    release = run.outcomes["p1"].report["statistics"]  # positive control: the release names the planted value
+    assert any(canary in cell for m in release["marginals"] for cell in m["cells"])
+
+
+def test_c_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled) -> None:
+    rows, hierarchies = pooled
+    request = _request(seed=23)
+    run = _run("C", request, rows, hierarchies, "p2", record=True)
+    assert not run.errors, run.errors
+    release = run.outcomes["p2"].report["statistics"]
+    table = EncodedTable.from_rows(COLUMNS, rows)
+    truth = [[len(rows)]] + [contingency(table, hierarchies, spec)[1].reshape(-1).tolist() for spec in request.marginals]
+    released = [np.array([release["total"]["count"]])] + [np.array([c[-1] for c in m["cells"]])
+                                                           for m in release["marginals"]]
+    for party in ("p1", "p2", "p3"):
+        generator = share_generator(SeededRandomness(23, party))
+        released = [r - noise_shares(generator, len(r), request.scale, 3) for r in released]
+    assert [r.tolist() for r in released] == truth
+    assert "counters" in release["protocol"]["joined"]["how"] and "'p1'" in release["protocol"]["joined"]["how"]
+    # the helper groups real rows and pseudotuples (a quarter more), with one encrypted counter each
+    from fedanon.protocols.kit import codec as wire
+    sent = {sender: wire.unpack_message(payload, "rows") for sender, topic, payload
+            in run.transports["helper"].recorded if topic == "s/rows"}
+    assert set(sent) == {"p1", "p2", "p3"}
+    assert all(len(parts["tids"]) == 16 * (ROWS + ROWS // 4) for parts in sent.values())
+    counter_parties = [p for p, parts in sent.items() if "counters" in parts]
+    assert counter_parties == ["p2"]  # the first part holder: the parts are ordered by the first attribute
+
+
+def test_a_refuses_a_table_across_parties_naming_b_and_c(pooled) -> None:
+    protocol = "A"
+    rows, hierarchies = pooled
+    run = _run(protocol, _request(seed=3), rows, hierarchies)
+    assert run.errors and set(run.errors) == {p for p in ROLES if p != "helper"}
+    messages = [str(e) for e in run.errors.values()]
+    assert any(f"Protocol {protocol}'s statistics mode counts only a table whose attributes one party holds" in m
+               and "Protocols B and C count such a table" in m and "\n" not in m for m in messages), messages
+
+
+def test_part_permutations_are_keyed_bijections() -> None:
+    key, other = b"k" * 32, b"o" * 32
+    sigma = part_permutation(key, "run", 1, 0, 500)
+    assert sorted(sigma.tolist()) == list(range(500))
+    assert not np.array_equal(sigma, np.arange(500))
+    assert np.array_equal(sigma, part_permutation(key, "run", 1, 0, 500))
+    for changed in (part_permutation(other, "run", 1, 0, 500), part_permutation(key, "run2", 1, 0, 500),
+                    part_permutation(key, "run", 2, 0, 500), part_permutation(key, "run", 1, 1, 500)):
+        assert not np.array_equal(sigma, changed)
+    plan = JoinPlan(1, [3, 4, 5], [("a", [0, 2]), ("b", [1])])
+    positions = canonical_positions(key, "run", plan)
+    assert sorted(positions.tolist()) == list(range(60))
+    # canonical cell (i, j, k): part a holds (i, k) -> sub-cell i*5+k, part b holds j
+    sa, sb = part_permutation(key, "run", 1, 0, 15), part_permutation(key, "run", 1, 1, 4)
+    assert positions[(2 * 4 + 1) * 5 + 3] == sa[2 * 5 + 3] * 4 + sb[1]
+
+
+def test_folded_ciphertexts_land_in_their_slots() -> None:
+    secret = generate_paillier_keypair()
+    key = secret.public_key
+    size = 100  # three packed ciphertexts
+    own = np.arange(size, dtype=np.int64) - 50
+    cells = {0: 7, 41: 3, 42: 11, 99: 1000}
+    singles = dict(zip(cells, key.encrypt_many(list(cells.values()), workers=1)))
+    folded = fold_ciphertexts(key, encrypt_vector(key, own), size, singles)
+    want = own.copy()
+    for at, v in cells.items():
+        want[at] += v
+    assert np.array_equal(decrypt_vector(secret, folded, size, 1), want)
+    with pytest.raises(FedanonError, match="outside"):
+        fold_ciphertexts(key, encrypt_vector(key, own), size, {size: singles[0]})
+
+
+def test_the_helper_refuses_labels_and_identifiers_that_do_not_fit(pooled) -> None:
+    rows, hierarchies = pooled
+    spec = MarginalSpec.parse("sex,race")
+    plan = JoinPlan(1, [2, 5], [("p-sex", [0]), ("p-race", [1])])
+    key = b"j" * 32
+    tids = [str(i) for i in range(50)]
+    sex = EncodedTable.from_rows(["sex"], [[r[1]] for r in rows[:50]])
+    race = EncodedTable.from_rows(["race"], [[r[2]] for r in rows[:50]])
+    a = labelled_rows(key, "run", "p-sex", tids, sex, hierarchies, [spec], [plan])
+    b = labelled_rows(key, "run", "p-race", tids, race, hierarchies, [spec], [plan])
+    counts = count_joined({"p-sex": a, "p-race": b}, [plan])[0]
+    positions = canonical_positions(key, "run", plan)
+    # plain Python: the cells in hierarchy order (first appearance), counted row by row
+    sexes = list(dict.fromkeys(row[0].decode() for row in hierarchies["sex"].rows))
+    races = list(dict.fromkeys(row[0].decode() for row in hierarchies["race"].rows))
+    truth = [0] * (len(sexes) * len(races))
+    for r in rows[:50]:
+        truth[sexes.index(r[1]) * len(races) + races.index(r[2])] += 1
+    assert counts[positions].tolist() == truth
+    bad = dict(b, **{"labels/1": np.full(50, 5, dtype=">u4").tobytes()})  # label 5 of a 5-cell part
+    with pytest.raises(FedanonError, match="do not fit"):
+        count_joined({"p-sex": a, "p-race": bad}, [plan])
+    fewer = labelled_rows(key, "run", "p-race", tids[:-1], EncodedTable.from_rows(["race"], [[r[2]] for r in rows[:49]]),
+                          hierarchies, [spec], [plan])
+    with pytest.raises(FedanonError, match="identifier tokens differ"):
+        count_joined({"p-sex": a, "p-race": fewer}, [plan])

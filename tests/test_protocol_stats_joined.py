@@ -9,7 +9,12 @@
 * C, seeded: the release minus every primary's seeded noise shares is exactly the joined table's
   counts; the helper sums encrypted counters over rows padded with pseudotuples, so the numbers of
   rows it groups are not the counts.
-* A refuses such a table with a message that names Protocols B and C.
+* A (no helper), seeded: the release minus every primary's shares is exactly the joined table's
+  counts, whoever is the key holder; the parts travel round the ring of primaries, so no message
+  holds a value, a path, a Paillier or commutative key, or a cell label or identifier that is not
+  encrypted under some other party's commutative key; the master receives encrypted rows, the
+  permuter the master's per-cell ciphertexts and the labels, never rows. With two primaries A refuses
+  a joined table (no third party can put the counts into order).
 * The pieces: the permutations are bijections that depend on the key, ciphertexts folded into a
   packed vector land in their slots, and the helper refuses labels or identifiers that do not fit.
 """
@@ -22,6 +27,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from fedanon.crypto.commutative import EcCipher
 from fedanon.crypto.paillier import PaillierPrivateKey, generate_paillier_keypair
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.io.registry import read_table
@@ -38,6 +44,8 @@ from fedanon.protocols.sim.split import split_vertical
 from fedanon.protocols.stats import roles as stats_roles
 from fedanon.protocols.stats.joined import (JoinPlan, canonical_positions, count_joined, labelled_rows,
                                             part_permutation)
+from fedanon.protocols.a.protocol import ColumnKeys, OpCounter, hash_input
+from fedanon.protocols.stats.ring import TID_NAME, cell_inputs, own_share
 from fedanon.protocols.stats.vectors import decrypt_vector, encrypt_vector, fold_ciphertexts
 
 from datasets import ADULT_DIR, hierarchy_path
@@ -178,14 +186,113 @@ def test_c_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled) -
     assert counter_parties == ["p2"]  # the first part holder: the parts are ordered by the first attribute
 
 
-def test_a_refuses_a_table_across_parties_naming_b_and_c(pooled) -> None:
-    protocol = "A"
+def _minus_shares(release: dict, request: StatisticsRequest, seed: int, parties: list[str]) -> list[list[int]]:
+    released = [np.array([release["total"]["count"]])] + [np.array([c[-1] for c in m["cells"]])
+                                                           for m in release["marginals"]]
+    for party in parties:
+        generator = share_generator(SeededRandomness(seed, party))
+        released = [r - noise_shares(generator, len(r), request.scale, len(parties)) for r in released]
+    return [r.tolist() for r in released]
+
+
+@pytest.mark.parametrize("recipient, master, permuter", [("p1", "p2", "p3"), ("p3", "p1", "p2")])
+def test_a_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled, recipient, master, permuter) -> None:
     rows, hierarchies = pooled
-    run = _run(protocol, _request(seed=3), rows, hierarchies)
-    assert run.errors and set(run.errors) == {p for p in ROLES if p != "helper"}
+    request = _request(seed=41)
+    run = _run("A", request, rows, hierarchies, recipient)
+    assert not run.errors, run.errors
+    release = run.outcomes[recipient].report["statistics"]
+    table = EncodedTable.from_rows(COLUMNS, rows)
+    truth = [[len(rows)]] + [contingency(table, hierarchies, spec)[1].reshape(-1).tolist() for spec in request.marginals]
+    assert _minus_shares(release, request, 41, ["p1", "p2", "p3"]) == truth
+    # a wrong seed (other shares) does not give the counts: the check can fail
+    assert _minus_shares(release, request, 42, ["p1", "p2", "p3"]) != truth
+    joined = release["protocol"]["joined"]
+    assert joined["tables"] == ["sex:0,race:0", "race:1,age:2,sex:0"]
+    assert f"master {master!r}" in joined["how"] and f"primary {permuter!r}" in joined["how"]
+    assert release["protocol"]["aggregator"] == master
+    assert all("statistics" not in run.outcomes[p].report for p in ("p1", "p2", "p3") if p != recipient)
+
+
+def test_a_joined_messages_hold_no_value_key_or_plain_label(pooled, monkeypatch, tmp_path) -> None:
+    rows, hierarchies = pooled
+    canary = "CANARY-RACE-5e7b"
+    path = tmp_path / "secret-folder" / "race.csv"
+    race = hierarchies["race"]
+    planted = {**hierarchies, "race": Hierarchy.from_rows("race", [*race.rows, [canary.encode(), *race.rows[0][1:]]],
+                                                          str(path))}
+    rows = [list(r) for r in rows]
+    rows[3][COLUMNS.index("race")] = canary
+    paillier: list[PaillierPrivateKey] = []
+    commutative: list[bytes] = []
+    real_keypair = stats_roles.generate_paillier_keypair
+
+    def keep_keypair(*a, **k):
+        paillier.append(real_keypair(*a, **k))
+        return paillier[-1]
+
+    class KeptKeys(ColumnKeys):
+        def __init__(self, *a, **k) -> None:
+            super().__init__(*a, **k)
+            commutative.extend(key.to_bytes() for key in self.keys.values())
+
+    monkeypatch.setattr(stats_roles, "generate_paillier_keypair", keep_keypair)
+    monkeypatch.setattr(stats_roles, "ColumnKeys", KeptKeys)
+    request = _request(seed=None)
+    run = _run("A", request, rows, planted, record=True)
+    assert not run.errors, run.errors
+    assert len(paillier) == 1 and len(commutative) == 3 * 6  # 3 parties x (2 + 3 parts + identifiers)
+    factors = [int(f).to_bytes((int(f).bit_length() + 7) // 8, "big") for f in (paillier[0].p, paillier[0].q)]
+    values = [canary, "Female", "White", "Amer-Indian-Eskimo", "Asian-Pac-Islander"]
+    cell_values = [*(v.encode() for v in values), *(v.encode().hex().encode() for v in values)]
+    # every label and identifier as hashed into the group, before any party's layer
+    def size(attribute: str, level: int) -> int:
+        return len(level_domain(planted[attribute], level))
+
+    # segment 1: sex (p2), race (p3); segment 3: race:1 (p3), age:2 (p1), sex (p2) -- parts by first attribute
+    plan_columns = {"stats/1/0": size("sex", 0), "stats/1/1": size("race", 0), "stats/3/0": size("race", 1),
+                    "stats/3/1": size("age", 2), "stats/3/2": size("sex", 0)}
+    plain = [e for column, size in plan_columns.items()
+             for e in EcCipher.hash_to_group(cell_inputs("join-A", column, size))]
+    tids = split_vertical(COLUMNS, rows, 3)[0]
+    tid_values = [r[tids.local_data(planted).columns.index(tids.local_data(planted).tid_column)]
+                  for r in tids.local_data(planted).rows]
+    plain += EcCipher.hash_to_group([hash_input("join-A", TID_NAME, t) for t in tid_values[:50]])
+    secrets = [str(path).encode(), b"secret-folder", *factors, *commutative]
+    topics: dict[str, set[str]] = {}
+    for party, transport in run.transports.items():
+        for sender, topic, payload in transport.recorded:
+            topics.setdefault(party, set()).add(topic)
+            checked = secrets if (topic == "s/cells" and party == "p1") else secrets + cell_values
+            for needle in checked + plain:
+                assert needle not in payload, (party, sender, topic, needle[:20])
+    assert any(v in payload for _s, t, payload in run.transports["p1"].recorded if t == "s/cells"
+               for v in cell_values)  # positive control of the search
+    assert "s/held" in topics["p2"] and "s/joined" not in topics["p2"]  # the master gets encrypted rows
+    assert "s/joined" in topics["p3"] and "s/labels" in topics["p3"] and "s/held" not in topics["p3"]  # the permuter
+    assert not {"s/join-key", "s/rows"} & set().union(*topics.values())  # no join key, no helper's rows
+    # positive control: the needles are what a party's share holds before the ring encrypts it
+    assert len(plain) == sum(plan_columns.values()) + 50 and len(set(plain)) == len(plain)
+    p3 = split_vertical(COLUMNS, rows, 3)[2].local_data(planted)
+    plans = [JoinPlan(1, [size("sex", 0), size("race", 0)], [("p2", [0]), ("p3", [1])])]
+    share = own_share(EcCipher, "join-A", "p3", [r[p3.columns.index(p3.tid_column)] for r in p3.rows],
+                      EncodedTable.from_rows(p3.columns, p3.rows), planted, [MarginalSpec.parse("sex,race")], plans,
+                      OpCounter())
+    assert share.columns == ["stats/1/1"] and set(share.dictionaries[0]) <= set(plain)
+    assert share.tids is not None and set(share.tids[:200]) & set(plain)
+
+
+def test_a_refuses_a_joined_table_with_two_primaries(pooled) -> None:
+    rows, hierarchies = pooled
+    shares = split_vertical(["sex", "race"], [[r[1], r[2]] for r in rows], 2)
+    local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
+    request = StatisticsRequest(1.0, (MarginalSpec.parse("sex,race"),), True, 5)
+    settings = RunSettings("join-A2", "A", "vertical", None, {"p1": "primary", "p2": "primary"}, "p1",  # type: ignore[arg-type]
+                           {"statistics": request.to_options()})
+    run = run_in_memory(settings, local, timeout_s=120)
+    assert set(run.errors) == {"p1", "p2"}
     messages = [str(e) for e in run.errors.values()]
-    assert any(f"Protocol {protocol}'s statistics mode counts only a table whose attributes one party holds" in m
-               and "Protocols B and C count such a table" in m and "\n" not in m for m in messages), messages
+    assert any("at least three primaries" in m and "\n" not in m for m in messages), messages
 
 
 def test_part_permutations_are_keyed_bijections() -> None:

@@ -306,6 +306,23 @@ class ColumnKeys:
         return EncodedTable(list(table.columns), table.codes, dictionaries)
 
 
+def ring_encrypt(transport: Any, left: str, right: str, n: int, keys: ColumnKeys, own: Share, tid: str | None,
+                 element_bytes: int, topic: str = "a/enc") -> Share:
+    """R-PRR round a ring of `n` parties: add our layer to our share and to each one passing by (rows,
+    dictionaries and hierarchy rules re-permuted at every hop); returns the n-fold encrypted share we
+    end up holding. A module function so that the statistics mode's join (`stats/ring.py`) runs the
+    same ring."""
+    share = own
+    for hop in range(n):
+        if hop > 0:
+            share = Share.decode(transport.receive(left, f"{topic}/{hop}"),
+                                 f"share at hop {hop} from {left!r}", element_bytes)
+        share = repermute(keys.add_layer(share, tid))
+        if hop < n - 1:
+            transport.send(right, f"{topic}/{hop + 1}", share.encode())
+    return share  # the share of our right neighbour, encrypted by every party
+
+
 def result_digest(result: AnonymizationResult) -> str:
     """Order-independent SHA-256 of a result: transformation, suppression and row multiset."""
     h = hashlib.sha256()
@@ -485,15 +502,7 @@ class _Party(DataHolder):
 
     def _ring_encrypt(self, keys: ColumnKeys, own: Share, tid: str | None) -> Share:
         """R-PRR: add our layer to our share and to each one passing by; keep the n-fold one."""
-        share = own
-        for hop in range(self.n):
-            if hop > 0:
-                share = Share.decode(self.transport.receive(self.left, f"a/enc/{hop}"),
-                                     f"share at hop {hop} from {self.left!r}", self.element_bytes)
-            share = repermute(keys.add_layer(share, tid))
-            if hop < self.n - 1:
-                self.transport.send(self.right, f"a/enc/{hop + 1}", share.encode())
-        return share  # the share of our right neighbour, encrypted by every party
+        return ring_encrypt(self.transport, self.left, self.right, self.n, keys, own, tid, self.element_bytes)
 
     # -- integrate -----------------------------------------------------------------
     def _integrate(self, held: Share) -> Share | None:

@@ -75,6 +75,11 @@ from fedanon.protocols.c.pseudotuples import pseudotuple_count, pseudotuple_shar
 from fedanon.protocols.stats.joined import (JoinPlan, canonical_positions, count_joined, labelled_rows, plan_join,
                                             senders, sum_joined)
 from fedanon.protocols.stats.vectors import add_vectors, decrypt_vector, encrypt_vector, fold_ciphertexts
+from fedanon.protocols.a.protocol import ColumnKeys, OpCounter, Share
+from fedanon.protocols.a.protocol import Options as RingOptions
+from fedanon.protocols.stats.ring import (HELD_TOPIC, LABELS_TOPIC, canonical_order, count_encrypted_join,
+                                          decrypt_labels, encode_labels, encrypt_counts, encrypt_round, fold_positions,
+                                          own_share, permuter_of_ring, ring_columns)
 
 PHASES = ("encrypt", "integrate", "decrypt")
 #: "helper": the aggregating helper draws the noise (B); "joint": every primary draws a share (C, A)
@@ -161,9 +166,19 @@ def permuter_of(ctx: RoleContext) -> str:
     return next(p for p in ctx.settings.primaries if p != ctx.settings.result_recipient)
 
 
-def joined_facts(request: StatisticsRequest, joins: list[JoinPlan], permuter: str, noise: str) -> dict[str, Any]:
-    """What the release says about its tables across several parties' columns."""
+def joined_facts(request: StatisticsRequest, joins: list[JoinPlan], permuter: str, noise: str,
+                 master: str = "") -> dict[str, Any]:
+    """What the release says about its tables across several parties' columns (`master`: A's, which
+    joins round the ring; empty where a helper joins)."""
     first = 1 if request.total else 0
+    if master:
+        return {"tables": [request.marginals[j.segment - first].describe() for j in joins],
+                "how": f"the primaries' parts went round the ring under every primary's commutative key; the master "
+                       f"{master!r} joined the fully encrypted rows and counted them per encrypted cell; primary "
+                       f"{permuter!r} learnt the cells' order from the decrypted labels and put the encrypted counts "
+                       "into canonical order",
+                "master_learns": "each joined table's counts up to a relabelling of every party's part of it (the "
+                                 "class sizes of one lattice node, as in A's anonymization)"}
     if noise == "helper":
         how = "counted them per cell"
         learns = "each joined table's counts up to a relabelling of every party's part of it"
@@ -214,6 +229,8 @@ class _Primary(DataHolder):
         self.request = request_of(ctx)
         self.recipient = self.settings.result_recipient
         self.aggregator = aggregator_of(ctx)
+        #: without a helper (A) a joined table is joined round the ring of primaries (`ring.py`)
+        self.ring = not self.settings.helpers
 
     def _plan_horizontal(self, others: list[str], helpers: list[str]) -> Plan:
         """Every primary counts every table; the key holder's digest shows they count the same cells."""
@@ -273,7 +290,7 @@ class _Primary(DataHolder):
                     or not self._joins_match(joins, parts, first):
                 raise ProtocolError(f"party {self.me!r}: the key holder's plan does not match the tables it holds")
             join_key = b""
-            if joins and (self.me in senders(joins) or self.me == permuter_of(self.ctx)):
+            if joins and not self.ring and (self.me in senders(joins) or self.me == permuter_of(self.ctx)):
                 sent, keys = receive_control(transport, self.recipient, "s/join-key", Verdict, "join key")
                 sent.raise_if_stopped()
                 join_key = keys.get("key", b"")
@@ -325,6 +342,10 @@ class _Primary(DataHolder):
                 problems.append(f"--stats-marginal {spec.describe()} is held by "
                                 f"{' and '.join(repr(p) for p in owners.get(i, [])) or 'no party'}; it must be "
                                 "held by exactly one")
+        if joins and self.ring and permuter_of_ring(self.settings.primaries, self.me, self.aggregator) is None:
+            problems.append(f"Protocol {self.settings.protocol} counts a table across several parties' columns with "
+                            "at least three primaries: the primary that puts the master's encrypted counts into "
+                            "canonical order must be neither the key holder nor the master")
         if problems:
             text = "the statistics run stopped: " + "; ".join(problems)
             raise LocalFailure([LocalProblem(text, text)])
@@ -337,8 +358,8 @@ class _Primary(DataHolder):
             send_control(transport, party, "s/key",
                          KeyNotice(sizes=sizes, owners=order, joins=[j.to_json() for j in joins]),
                          key=secret.public_key.to_bytes())
-        join_key = os.urandom(32) if joins else b""
-        needing = set(senders(joins)) | {permuter_of(self.ctx)} if joins else set()
+        join_key = os.urandom(32) if joins and not self.ring else b""
+        needing = set(senders(joins)) | {permuter_of(self.ctx)} if join_key else set()
         for party in [p for p in others if p in needing]:  # directly, over the primaries' own channel: never the helper
             send_control(transport, party, "s/join-key", Verdict(), key=join_key)
         return Plan(secret.public_key, secret, sizes, [o == self.me for o in order], marginal_domains,
@@ -391,6 +412,62 @@ class _Primary(DataHolder):
             start += join.cells
         return fold_ciphertexts(plan.key, blob, sum(plan.sizes), cells)
 
+    def _permuter(self) -> str:
+        if not self.ring:
+            return permuter_of(self.ctx)
+        permuter = permuter_of_ring(self.settings.primaries, self.recipient, self.aggregator)
+        assert permuter is not None, "the key holder's plan checks that there are three primaries"
+        return permuter
+
+    def _ring_join(self, plan: Plan, table: EncodedTable, blob: bytes) -> bytes:
+        """A (no helper): every primary takes part in the ring join of the joined tables (`ring.py`); the
+        master counts the encrypted join, the permuter folds its counts into `blob` in canonical order."""
+        request, transport, run_id = self.request, self.transport, self.settings.run_id
+        options = RingOptions.parse(self.settings.options)
+        cipher, primaries = options.cipher, list(self.settings.primaries)
+        counter = OpCounter()
+        keys = ColumnKeys(self.me, cipher, ring_columns(plan.joins), options.workers, counter)
+        first = 1 if request.total else 0
+        specs = [request.marginals[j.segment - first] for j in plan.joins]
+        tid = self.local.tid_column
+        if tid is None:
+            raise ProtocolError(f"party {self.me!r} has no identifier column to join its rows on")
+        t = self.local.columns.index(tid)
+        own = own_share(cipher, run_id, self.me, [row[t] for row in self.local.rows], table, self.local.hierarchies,
+                        specs, plan.joins, counter, options.workers)
+        held = encrypt_round(transport, primaries, self.me, keys, own, cipher.element_bytes)
+        master, permuter = self.aggregator, self._permuter()
+        start = primaries.index(master)
+        chain = [p for p in primaries[start:] + primaries[:start] if p != permuter] + [permuter]
+        if self.me == master:
+            shares = [held]
+            for party in [p for p in primaries if p != self.me]:
+                _sent, parts = receive_control(transport, party, HELD_TOPIC, Verdict, f"joined share from {party!r}")
+                shares.append(Share.decode(parts.get("share", b""), f"joined share from {party!r}",
+                                           cipher.element_bytes))
+            counts, labels = count_encrypted_join(shares, plan.joins)
+            send_control(transport, permuter, "s/joined", KeyNotice(sizes=[j.cells for j in plan.joins]),
+                         counts=encrypt_counts(plan.key, counts))
+            stripped = decrypt_labels(keys, encode_labels(labels))
+            send_control(transport, chain[1], LABELS_TOPIC, Verdict(), labels=encode_labels(stripped))
+            return blob
+        send_control(transport, master, HELD_TOPIC, Verdict(), share=held.encode())
+        before, after = chain[chain.index(self.me) - 1], chain[chain.index(self.me) + 1:]
+        _sent, parts = receive_control(transport, before, LABELS_TOPIC, Verdict, f"labels from {before!r}")
+        stripped = decrypt_labels(keys, parts.get("labels", b""))
+        if after:
+            send_control(transport, after[0], LABELS_TOPIC, Verdict(), labels=encode_labels(stripped))
+            return blob
+        sent, parts = receive_control(transport, master, "s/joined", KeyNotice, "joined counts")
+        sent.raise_if_stopped()
+        if sent.sizes != [j.cells for j in plan.joins]:
+            raise ProtocolError("the master's joined counts do not have the planned number of cells")
+        offsets = np.concatenate([[0], np.cumsum(plan.sizes)]).astype(np.int64)
+        orders = [canonical_order(cipher, run_id, join, stripped) for join in plan.joins]
+        cells = fold_positions([j.cells for j in plan.joins], [int(offsets[j.segment]) for j in plan.joins], orders,
+                               plan.key.ciphertexts_from_bytes(parts.get("counts", b"")))
+        return fold_ciphertexts(plan.key, blob, sum(plan.sizes), cells)
+
     def run(self) -> RoleOutcome:
         request, transport, timer = self.request, self.transport, self.timer
         others = [p for p in self.settings.primaries if p != self.me]
@@ -402,7 +479,7 @@ class _Primary(DataHolder):
             plan = (self._plan_vertical if vertical else self._plan_horizontal)(others, helpers)
             key, secret, sizes, marginal_domains = plan.key, plan.secret, plan.sizes, plan.domains
             table = EncodedTable.from_rows(self.local.columns, self.local.rows)
-            if self.me in senders(plan.joins):
+            if self.me in senders(plan.joins) and not self.ring:
                 self._send_labelled_rows(plan, table)
             counts = own_counts(request, table, self.local.hierarchies, plan.counted, sizes)
             if self.noise == "joint":
@@ -410,7 +487,9 @@ class _Primary(DataHolder):
                 primaries = len(self.settings.primaries)
                 counts = [c + noise_shares(generator, len(c), request.scale, primaries) for c in counts]
             blob = encrypt_vector(key, np.concatenate(counts) if counts else np.zeros(0, np.int64))
-            if plan.joins and self.me == permuter_of(self.ctx):
+            if plan.joins and self.ring:
+                blob = self._ring_join(plan, table, blob)
+            elif plan.joins and self.me == permuter_of(self.ctx):
                 blob = self._fold_joined(plan, blob)
             if not aggregating:
                 send_control(transport, self.aggregator, "s/counts", KeyNotice(sizes=sizes), counts=blob)
@@ -433,7 +512,8 @@ class _Primary(DataHolder):
                                        "primaries": len(self.settings.primaries), "key_holder": self.me,
                                        **who(self.noise, self.aggregator, bool(helpers))}
                 if plan.joins:
-                    release["protocol"]["joined"] = joined_facts(request, plan.joins, permuter_of(self.ctx), self.noise)
+                    release["protocol"]["joined"] = joined_facts(request, plan.joins, self._permuter(), self.noise,
+                                                                 self.aggregator if self.ring else "")
                 outcome.report["statistics"] = release
                 for party in [*others, *helpers]:
                     send_control(transport, party, "s/done", Verdict())

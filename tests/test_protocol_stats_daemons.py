@@ -2,7 +2,12 @@
 
 `fedanon simulate --stats-marginal` (daemons) and `fedanon run` with `[options] statistics`
 on a run file: a seeded C run's release minus the primaries' shares is the pooled table's
-counts, and a seeded B run releases what the in-process run releases.
+counts, and a seeded B run releases what the in-process run releases. Tables across several
+parties' columns of a vertical split: B and C on their helper's join, A (no helper) on the join
+round its ring of primaries -- its release minus the shares is the joined table's counts, and
+neither its release, its report nor the coordinator's output holds a party's path or TLS key.
+(What each message between the parties holds is checked in process, where the transports record
+the bytes the daemons send: `test_protocol_stats_joined.py`.)
 """
 
 from __future__ import annotations
@@ -113,9 +118,32 @@ def test_simulate_over_daemons_matches_the_in_process_run(tmp_path, capsys, spli
     assert report["simulation"]["transport"].startswith("gRPC + mutual TLS")
 
 
+def test_simulate_a_deals_tables_across_parties_with_three_primaries(tmp_path, capsys) -> None:
+    """`simulate --protocol A --split vertical`: with three primaries every attribute goes to its own
+    party, so "sex,race" crosses parties and is joined round the ring (daemons = threads, seeded); with
+    two -- no primary could order the master's counts -- every table stays at one party."""
+    def common(parties: int) -> list[str]:
+        out = ["simulate", str(ADULT_DIR / "adult.csv"), "--protocol", "A", "--parties", str(parties), "--seed", "8",
+               "--split", "vertical", "--epsilon", "1", "-q", *(f"--qi={c}={hierarchy_path('adult', c)}" for c in COLUMNS)]
+        for m in MARGINALS:
+            out += ["--stats-marginal", m]
+        return out
+
+    assert main([*common(3), "-o", str(tmp_path / "daemons.json")]) == 0
+    assert main([*common(3), "-o", str(tmp_path / "threads.json"), "--in-memory"]) == 0
+    assert main([*common(2), "-o", str(tmp_path / "two.json"), "--in-memory"]) == 0
+    capsys.readouterr()
+    daemons = json.loads((tmp_path / "daemons.json").read_text())
+    assert daemons == json.loads((tmp_path / "threads.json").read_text())
+    assert daemons["protocol"]["joined"]["tables"] == ["sex:0,race:0"]
+    two = json.loads((tmp_path / "two.json").read_text())
+    assert "joined" not in two["protocol"]
+    assert [m["cells"][0][:-1] for m in two["marginals"]] == [m["cells"][0][:-1] for m in daemons["marginals"]]
+
+
 def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, capsys) -> None:
-    """A vertical split with one column per party: "sex,race" and "age:2,sex" need the helper's join
-    (B: equal to the local release with the helper's stream; C: minus the shares, the exact counts)."""
+    """A vertical split with one column per party: "sex,race" and "age:2,sex" need a join (B: equal to
+    the local release with the helper's stream; C and A: minus the shares, the exact counts)."""
     import tomli_w
 
     from fedanon.dp.statistics import release_statistics
@@ -146,15 +174,26 @@ def test_run_files_count_tables_across_parties_as_fedanon_stats_does(tmp_path, c
         c_release = json.loads((tmp_path / "stats-c.json").read_text())
         for got, want in zip(_minus_shares(c_release, request, names), _truth(rows, request)):
             assert np.array_equal(got, want)
-        # Protocol A's statistics mode does not join: the same run refused, on one line, naming B and C
+        # Protocol A joins round its ring of primaries (no helper): minus the shares, the exact counts
         a_config = net.run_config("A", distribution="vertical", options={"statistics": request.to_options()})
         a_config.parties = [p for p in a_config.parties if p.role == "primary"]  # A has no helper
-        refused = run_config_dict(a_config)
-        c_toml = tmp_path / "c.toml"
-        c_toml.write_bytes(tomli_w.dumps(refused).encode())
+        a_config.output, a_config.report = tmp_path / "stats-a.json", tmp_path / "report-a.json"
+        a_toml = tmp_path / "a.toml"
+        a_toml.write_bytes(tomli_w.dumps(run_config_dict(a_config)).encode())
         capsys.readouterr()
-        line = one_line_error(capsys, "run", "--config", c_toml, "--no-progress")
-        assert "crosses the columns of several parties" in line and "Protocols B and C count such a table" in line
+        assert main(["run", "--config", str(a_toml), "--no-progress"]) == 0, capsys.readouterr().err
+        printed = capsys.readouterr()
+        a_release = json.loads((tmp_path / "stats-a.json").read_text())
+        for got, want in zip(_minus_shares(a_release, request, names), _truth(rows, request)):
+            assert np.array_equal(got, want)
+        assert a_release["protocol"]["joined"]["tables"] == ["sex:0,race:0", "age:2,sex:0"]
+        assert "ring" in a_release["protocol"]["joined"]["how"]
+        exposed = (tmp_path / "stats-a.json").read_text() + (tmp_path / "report-a.json").read_text() \
+            + printed.out + printed.err
+        party_files = [str(tmp_path / f"{n}.csv") for n in names]
+        keys = [net.tls(n).key.read_text().strip().splitlines()[1] for n in names]  # a line of each TLS private key
+        assert all(path not in exposed for path in party_files) and str(tmp_path / "p2.csv") in party_files
+        assert all(len(line) > 40 and line not in exposed for line in keys)
     release = json.loads((tmp_path / "stats.json").read_text())
     assert release.pop("protocol")["joined"]["tables"] == ["sex:0,race:0", "age:2,sex:0"]
     hierarchies = {c: Hierarchy.read_csv(hierarchy_path("adult", c), c) for c in COLUMNS}

@@ -122,12 +122,14 @@ def simulate_statistics(columns: list[str], rows: list[list[str]], hierarchy_pat
                          f"NAME=FILE.csv (the cells must come from a hierarchy, not from the data)")
     where = [columns.index(a) for a in counted]
     dealt = [[row[i] for i in where] for row in rows]
+    roles = party_roles(names, protocol)
     if distribution == "vertical":
-        shares = deal_tables_vertically(counted, dealt, request, parties, statistics_joins(protocol))
+        # without a helper (A) the join needs a third primary to order the counts: with two, keep tables whole
+        joins = statistics_joins(protocol) and (HELPER in roles.values() or parties >= 3)
+        shares = deal_tables_vertically(counted, dealt, request, parties, joins)
     else:
         shares = split_horizontal(counted, dealt, parties, split_mode)  # type: ignore[arg-type]
     run_options = {**(options or {}), STATISTICS_OPTION: request.to_options()}
-    roles = party_roles(names, protocol)
     start = time.perf_counter()
     if transport == "memory":
         hierarchies = {a: Hierarchy.read_csv(hierarchy_paths[a], a) for a in counted}

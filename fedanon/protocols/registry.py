@@ -139,7 +139,8 @@ def statistics_refusal(protocol: str, distribution: str) -> str | None:
 
 def statistics_joins(protocol: str) -> bool:
     """Whether `protocol`'s statistics mode counts a table across several parties' columns of a
-    vertical split (on a join of their rows; `protocols/stats/joined.py`) instead of refusing it."""
+    vertical split (on a join of their rows: the helper's, `protocols/stats/joined.py`, or without one
+    round A's ring of primaries, `protocols/stats/ring.py`) instead of refusing it."""
     spec = protocol_spec(protocol)
     return spec.statistics is not None and bool(getattr(importlib.import_module(spec.statistics), "JOINS", False))
 

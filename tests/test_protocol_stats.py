@@ -322,19 +322,27 @@ def test_vertical_joint_noise_release_minus_the_shares_is_the_pooled_counts(pool
             assert needle not in payload, (topic, needle)
 
 
-def test_vertical_table_across_two_parties_is_refused_by_a(pooled) -> None:
-    """A has no helper to join on (B and C join: `test_protocol_stats_joined.py`)."""
+def test_vertical_table_across_two_parties_is_counted_by_a(pooled) -> None:
+    """A has no helper; it joins round its ring of primaries (more: `test_protocol_stats_joined.py`)."""
     rows, hierarchies = pooled
     from fedanon.protocols.sim.split import split_vertical
 
     shares = split_vertical(COLUMNS, rows, PARTIES)  # one column per party: sex,race crosses two
     local = {f"p{i + 1}": s.local_data(hierarchies) for i, s in enumerate(shares)}
     roles = {p: r for p, r in ROLES.items() if r == "primary"}
+    request = _vertical_request(seed=9)
     settings = RunSettings("x", "A", "vertical", None, roles, "p1",  # type: ignore[arg-type]
-                           {"statistics": _vertical_request().to_options()})
+                           {"statistics": request.to_options()})
     run = run_in_memory(settings, local, timeout_s=120)
-    assert set(run.errors) == set(roles)
-    assert any("crosses the columns of several parties" in str(e) for e in run.errors.values()), run.errors
+    assert not run.errors, run.errors
+    release = run.outcomes["p1"].report["statistics"]
+    assert release["protocol"]["joined"]["tables"] == ["sex:0,race:0"]
+    released = _released_vector(release)
+    for party in ("p1", "p2", "p3"):
+        generator = share_generator(SeededRandomness(9, party))
+        released = [r - noise_shares(generator, len(r), request.scale, PARTIES) for r in released]
+    for got, want in zip(released, _true_vector(request, rows, hierarchies)):
+        assert np.array_equal(got, want)
 
 
 def test_vertical_parties_with_other_persons_stop_the_run(pooled) -> None:

@@ -9,8 +9,9 @@ in the same run: `fedanon stats`'s release of the pooled table (`dp.marginals.re
 OpenDP noise; median of three, the first of which loads OpenDP). Then the statistics mode of A, B and C over `--parties` primaries, horizontally
 and vertically, by default every party a daemon on loopback (gRPC over mutual TLS, as
 `fedanon simulate` runs them; start-up of the daemons included). Vertically `fedanon simulate`'s
-deal applies: B and C get one attribute per party, so that sex × race and workclass × salary-class
-cross two parties' columns and are counted on the helper's join; A gets every table at one party.
+deal applies: B and C (A from three primaries on) get one attribute per party, so that sex × race and workclass × salary-class
+cross two parties' columns and are counted on a join (B, C: the helper's; A: round its ring of primaries,
+with three primaries or more).
 Each row: wall time and its
 ratio to the local release, the key holder's encrypt and decrypt phases (Paillier key
 generation, encryption of the packed counts, decryption of the sums), and the largest absolute

@@ -59,15 +59,15 @@ def own_counts(request: StatisticsRequest, table: EncodedTable, hierarchies: Map
 def held_marginals(request: StatisticsRequest, columns: list[str], protocol: str, joins: bool = False) -> list[bool]:
     """Vertical split: which marginals this party holds every attribute of. One that it holds only
     some attributes of crosses several parties' columns: counted on a join where the protocol
-    joins (`joins`, Protocols B and C: `joined.py`), refused elsewhere (A)."""
+    joins (`joins`: B and C on the helper's join, `joined.py`; A round its ring, `ring.py`), refused
+    by a protocol that does not."""
     out = []
     for spec in request.marginals:
         held = [a in columns for a in spec.attributes]
         if any(held) and not all(held) and not joins:
             # names only the request's attributes and protocols, which every party knows: public
             text = (f"--stats-marginal {spec.describe()} crosses the columns of several parties: Protocol "
-                    f"{protocol}'s statistics mode counts only a table whose attributes one party holds; "
-                    "Protocols B and C count such a table (their helper joins the parties' rows)")
+                    f"{protocol}'s statistics mode counts only a table whose attributes one party holds")
             raise with_public(InputError(text), text)
         out.append(all(held))
     return out

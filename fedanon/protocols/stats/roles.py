@@ -6,7 +6,11 @@ for one table, and anonymizes nothing. In a horizontal split every primary count
 in every cell; in a vertical split each table is counted by the one primary that holds all of
 its attributes, the total by the key holder, over the persons every party holds (checked by
 digest). A table across several parties' columns needs a join: B's and C's helpers join
-(`joined.py`; B's counts the joined rows, C's adds their encrypted counters), A refuses it.
+(`joined.py`; B's counts the joined rows, C's adds their encrypted counters); A, without a helper,
+joins round its ring of primaries under commutative encryption (`ring.py`: every part holder's
+share goes round the ring as s/enc/<hop>, every primary sends the master the share it holds as
+s/held, the master sends its encrypted counts to the permuter as s/joined and its labels along the
+decryption chain as s/labels; no join key).
 
 encrypt    primary    -> key holder   s/cells   (vertical) the tables (and parts of tables) it holds, their
                                                 cells, its persons' digest

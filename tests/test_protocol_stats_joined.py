@@ -271,6 +271,17 @@ def test_a_joined_messages_hold_no_value_key_or_plain_label(pooled, monkeypatch,
     assert "s/held" in topics["p2"] and "s/joined" not in topics["p2"]  # the master gets encrypted rows
     assert "s/joined" in topics["p3"] and "s/labels" in topics["p3"] and "s/held" not in topics["p3"]  # the permuter
     assert not {"s/join-key", "s/rows"} & set().union(*topics.values())  # no join key, no helper's rows
+    # the master's counts reach the permuter encrypted, in the master's order: the joined table's counts
+    # with the cells relabelled, not in canonical order (the key holder's secret reads them here)
+    sent = [payload for sender, topic, payload in run.transports["p3"].recorded if topic == "s/joined"]
+    assert len(sent) == 1
+    cts = paillier[0].public_key.ciphertexts_from_bytes(codec.unpack_message(sent[0], "joined")["counts"])
+    master_counts = [int(v) for v in paillier[0].decrypt_many(cts, workers=1)]
+    table = EncodedTable.from_rows(COLUMNS, rows)
+    first, big = (contingency(table, planted, request.marginals[i])[1].reshape(-1).tolist() for i in (0, 2))
+    assert len(master_counts) == len(first) + len(big)
+    assert sorted(master_counts[len(first):]) == sorted(big) and master_counts[len(first):] != big
+    assert sorted(master_counts[:len(first)]) == sorted(first)
     # positive control: the needles are what a party's share holds before the ring encrypts it
     assert len(plain) == sum(plan_columns.values()) + 50 and len(set(plain)) == len(plain)
     p3 = split_vertical(COLUMNS, rows, 3)[2].local_data(planted)

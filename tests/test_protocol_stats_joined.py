@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import types
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,8 +94,9 @@ def test_b_joined_release_is_the_local_release_of_the_joined_table(pooled, recip
     assert all("statistics" not in run.outcomes[p].report for p in ROLES if p != recipient)
 
 
-@pytest.mark.parametrize("protocol", ["B", "C"])
-def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatch, tmp_path, protocol: str) -> None:
+def _planted_canary(pooled, tmp_path) -> tuple[list[list[str]], dict[str, Hierarchy], str, Path]:
+    """The pooled rows with a canary race value in one row, and hierarchies whose race hierarchy
+    knows the canary and was read from a path under a folder no message may name."""
     rows, hierarchies = pooled
     canary = "CANARY-RACE-5e7b"
     path = tmp_path / "secret-folder" / "race.csv"
@@ -103,6 +105,12 @@ def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatc
                                                           str(path))}
     rows = [list(r) for r in rows]
     rows[3][COLUMNS.index("race")] = canary
+    return rows, planted, canary, path
+
+
+@pytest.mark.parametrize("protocol", ["B", "C"])
+def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatch, tmp_path, protocol: str) -> None:
+    rows, planted, canary, path = _planted_canary(pooled, tmp_path)
     paillier: list[PaillierPrivateKey] = []
     join_keys: list[bytes] = []
     real_keypair, real_urandom = stats_roles.generate_paillier_keypair, stats_roles.os.urandom
@@ -148,7 +156,7 @@ def test_joined_messages_hold_no_value_key_or_canonical_label(pooled, monkeypatc
     labels = np.frombuffer(codec.unpack_message(sent[0], "rows")["labels/4"], dtype=">u4").astype(np.int64)
     ages = EncodedTable.from_rows(["age"], [[r[COLUMNS.index("age")]] for r in rows])
     canonical = cell_keys(ages, planted, MarginalSpec.parse("age"))[1]
-    sigma = part_permutation(join_keys[0], f"join-{protocol}", 4, 0, len(level_domain(hierarchies["age"], 0)))
+    sigma = part_permutation(join_keys[0], f"join-{protocol}", 4, 0, len(level_domain(planted["age"], 0)))
     if protocol == "B":
         assert sorted(labels.tolist()) == sorted(sigma[canonical].tolist())
     else:  # C adds pseudotuples whose labels are copies of real rows' labels
@@ -215,14 +223,7 @@ def test_a_joined_release_minus_the_shares_is_the_joined_tables_counts(pooled, r
 
 
 def test_a_joined_messages_hold_no_value_key_or_plain_label(pooled, monkeypatch, tmp_path) -> None:
-    rows, hierarchies = pooled
-    canary = "CANARY-RACE-5e7b"
-    path = tmp_path / "secret-folder" / "race.csv"
-    race = hierarchies["race"]
-    planted = {**hierarchies, "race": Hierarchy.from_rows("race", [*race.rows, [canary.encode(), *race.rows[0][1:]]],
-                                                          str(path))}
-    rows = [list(r) for r in rows]
-    rows[3][COLUMNS.index("race")] = canary
+    rows, planted, canary, path = _planted_canary(pooled, tmp_path)
     paillier: list[PaillierPrivateKey] = []
     commutative: list[bytes] = []
     real_keypair = stats_roles.generate_paillier_keypair

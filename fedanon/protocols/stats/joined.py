@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -134,6 +134,20 @@ def tid_key(join_key: bytes) -> bytes:
     return derive_key(join_key, JOIN_DOMAIN + b"/tid")
 
 
+def own_parts(me: str, table: EncodedTable, hierarchies: Mapping[str, Hierarchy], specs: Sequence[MarginalSpec],
+              plans: Sequence[JoinPlan]) -> Iterator[tuple[JoinPlan, int, np.ndarray]]:
+    """Every part of a joined table that party `me` holds, in plan order, with each of its rows'
+    cell of that part (the cell number in the part's canonical order). `specs[k]` is the table of
+    `plans[k]`. Both joins (the helper's here, A's ring) send these cells, each in its own disguise."""
+    for spec, plan in zip(specs, plans):
+        for part, (party, positions) in enumerate(plan.parts):
+            if party != me:
+                continue
+            sub = MarginalSpec(tuple(spec.attributes[i] for i in positions), tuple(spec.levels[i] for i in positions))
+            _domains, cells = cell_keys(table, dict(hierarchies), sub)
+            yield plan, part, cells
+
+
 def labelled_rows(join_key: bytes, run_id: str, me: str, tids: Sequence[str], table: EncodedTable,
                   hierarchies: Mapping[str, Hierarchy], specs: Sequence[MarginalSpec],
                   plans: Sequence[JoinPlan], fakes: int = 0, counters: PaillierPublicKey | None = None
@@ -155,16 +169,11 @@ def labelled_rows(join_key: bytes, run_id: str, me: str, tids: Sequence[str], ta
     tokens = np.frombuffer(ciphers.tid_tokens(TID_NAME, every), dtype=np.uint8).reshape(len(every), -1)
     out = {"tids": tokens[order].tobytes()}
     rng = np.random.default_rng(secrets.randbits(128))
-    for spec, plan in zip(specs, plans):
-        for part, (party, positions) in enumerate(plan.parts):
-            if party != me:
-                continue
-            sub = MarginalSpec(tuple(spec.attributes[i] for i in positions), tuple(spec.levels[i] for i in positions))
-            _domains, cells = cell_keys(table, dict(hierarchies), sub)
-            sigma = part_permutation(join_key, run_id, plan.segment, part, plan.radices[part])
-            labels = sigma[cells]
-            labels = np.concatenate([labels, labels[rng.integers(0, n, fakes)] if fakes else labels[:0]])
-            out[f"labels/{plan.segment}"] = labels[order].astype(">u4").tobytes()
+    for plan, part, cells in own_parts(me, table, hierarchies, specs, plans):
+        sigma = part_permutation(join_key, run_id, plan.segment, part, plan.radices[part])
+        labels = sigma[cells]
+        labels = np.concatenate([labels, labels[rng.integers(0, n, fakes)] if fakes else labels[:0]])
+        out[f"labels/{plan.segment}"] = labels[order].astype(">u4").tobytes()
     if counters is not None:
         flags = np.concatenate([np.ones(n, dtype=np.int64), np.zeros(fakes, dtype=np.int64)])[order]
         out["counters"] = counters.ciphertexts_to_bytes(counters.encrypt_many(flags.tolist(), workers=1))

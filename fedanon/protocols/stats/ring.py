@@ -42,12 +42,12 @@ from fedanon.crypto.commutative import CommutativeCipher, GroupDictionary
 from fedanon.crypto.paillier import PaillierPublicKey
 from fedanon.data.hierarchy import Hierarchy
 from fedanon.data.table import EncodedTable
-from fedanon.dp.marginals import MarginalSpec, cell_keys
+from fedanon.dp.marginals import MarginalSpec
 from fedanon.errors import ProtocolError
 from fedanon.protocols.a.protocol import ColumnKeys, OpCounter, Share, hash_input, ring_encrypt
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.integration import check_tids, join_on_tid
-from fedanon.protocols.stats.joined import JoinPlan
+from fedanon.protocols.stats.joined import JoinPlan, own_parts
 
 #: the name the identifiers are hashed and encrypted under (each party's TID column may be named alike or not)
 TID_NAME = "stats/tid"
@@ -86,18 +86,13 @@ def own_share(cipher: type[CommutativeCipher], run_id: str, me: str, tids: Seque
     columns: list[str] = []
     blocks: list[np.ndarray] = []
     dictionaries: list[list[bytes]] = []
-    for spec, plan in zip(specs, plans):
-        for part, (party, positions) in enumerate(plan.parts):
-            if party != me:
-                continue
-            sub = MarginalSpec(tuple(spec.attributes[i] for i in positions), tuple(spec.levels[i] for i in positions))
-            _domains, cells = cell_keys(table, dict(hierarchies), sub)
-            column = part_column(plan, part)
-            columns.append(column)
-            blocks.append(np.asarray(cells, dtype=np.int32)[:, None])
-            dictionaries.append(GroupDictionary(cipher).encode(cell_inputs(run_id, column, plan.radices[part]),
-                                                               workers=workers))
-            counter.hashed += plan.radices[part]
+    for plan, part, cells in own_parts(me, table, hierarchies, specs, plans):
+        column = part_column(plan, part)
+        columns.append(column)
+        blocks.append(np.asarray(cells, dtype=np.int32)[:, None])
+        dictionaries.append(GroupDictionary(cipher).encode(cell_inputs(run_id, column, plan.radices[part]),
+                                                           workers=workers))
+        counter.hashed += plan.radices[part]
     codes = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(tids), 0), dtype=np.int32)
     elements = GroupDictionary(cipher).encode([hash_input(run_id, TID_NAME, t) for t in tids], workers=workers)
     counter.hashed += len(tids)

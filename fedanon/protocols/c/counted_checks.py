@@ -367,6 +367,9 @@ class EncryptedCountChecker(Checker):
         """The encrypted real rows of each class in `small` (class indices), as ciphertexts."""
         name = "sizes" if "sizes" in sums else next(n for n in sums if n.startswith("hist/"))
         values = sums[name][0]
+        if name == "sizes":  # a class's own sum: picked, not multiplied (no bin for the others)
+            picked = self.key.ciphertexts(values)
+            return [picked[int(c)] for c in small]
         rank = np.full(classes.count, small.size, dtype=np.int64)  # the last bin collects the others
         rank[small] = np.arange(small.size)
         if name.startswith("hist/"):  # a class's real rows: the sum of its cells

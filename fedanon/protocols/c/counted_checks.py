@@ -381,7 +381,7 @@ class EncryptedCountChecker(Checker):
 
         The key holder asks for them (`SEND_OMITTED`) where that node suppresses rows and its
         suppression query is under another key than the counters (Paillier counters: an
-        ElGamal query, ~50x cheaper to encrypt per class): the helper cannot add its own
+        ElGamal query, ~8x cheaper to encrypt per class): the helper cannot add its own
         Paillier sums of the left-out classes to ElGamal ones, so the key holder puts those
         classes into its query too. It learns their sizes, as a full check with every class
         told it; their rows in all it knew from the screening sum.
@@ -529,7 +529,8 @@ class CountJudge:
         self.omit_small = self.screen and not any(c.release_level for c in criteria)
         # suppression queries (one ciphertext per class, encrypted here): under the counter key
         # where its encryption is cheap (ElGamal), else under a fresh ElGamal key of this party's
-        # own -- a Paillier-3072 encryption costs ~50 ElGamal ones, and a query has one per class
+        # own -- a Paillier-3072 encryption costs ~8 ElGamal ones (0.42 ms against 0.05 ms, the key
+        # holder's CRT and fixed-base paths both), and a query has one per class
         self.query_key = key if key.scheme in CHEAP_QUERY_SCHEMES or not self.marginal_rounds \
             else generate_counter_key(QUERY_SCHEME)
         self._pending: tuple[tuple[int, ...], NodeEvaluation] | None = None

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""CPU seconds per component of Protocol C's search with ElGamal counters, in one process.
+"""CPU seconds per component of Protocol C's search, in one process on one core.
 
     python3 bench/protocol_c_search_cpu.py [--k 5] [--suppression 0.05] [--metric nonuniform-entropy]
-                                           [--model k|recursive-l] [--json OUT.json]
+                                           [--model k|recursive-l] [--counters elgamal|paillier]
+                                           [--json OUT.json]
 
 ADULT (8 QIs, as bench/protocol_c.py; `recursive-l`: recursive-(4,3)-diversity of occupation
-on the other 7 QIs and salary-class), padded with 25 % pseudotuples, real ElGamal row
-counters; the helper's `EncryptedCountChecker` and the key holder's `CountJudge` in one
-process, one core, no daemons. Prints, per component, the CPU seconds (process time) and
+on the other 7 QIs and salary-class), padded with 25 % pseudotuples, real row counters
+(ElGamal by default, or Paillier-3072); the helper's `EncryptedCountChecker` and the key
+holder's `CountJudge` in one process, pinned to one core (so that Paillier's sums and
+encryptions, which would otherwise go to a pool of worker processes, count here), no daemons. Prints, per component, the CPU seconds (process time) and
 calls, and the search's CPU and wall time with the load average. CPU time, unlike the
 daemons' wall time in bench/protocol_c.py, hardly depends on how loaded the machine is:
 compare revisions by running this with PYTHONPATH pointing at each checkout, one after the
@@ -35,7 +37,10 @@ PROBES = [("checker", "screen_request", "H screening sums"), ("sums", "_hub", "H
           ("sums", "node", "H node sums of full checks"), ("checker", "_classes_request", "H packing full checks"),
           ("checker", "marginals_request", "H suppression marginals"), ("grouper", "classes", "H grouping"),
           ("judge", "_screen", "K screening sums"), ("judge", "_stats", "K decrypting full checks"),
-          ("judge", "_suppression_query", "K encrypting suppression queries"), ("judge", "answer", "K all answers")]
+          ("checker", "omitted_request", "H left-out classes for the query"),
+          ("judge", "_suppression_query", "K encrypting suppression queries"),
+          ("judge", "_omitted_classes", "K decrypting left-out classes (+ query)"),
+          ("judge", "_finish", "K suppression marginals"), ("judge", "answer", "K all answers")]
 
 
 def main() -> None:
@@ -44,8 +49,12 @@ def main() -> None:
     ap.add_argument("--suppression", type=float, default=0.05)
     ap.add_argument("--metric", default="nonuniform-entropy")
     ap.add_argument("--model", choices=["k", "recursive-l"], default="k")
+    ap.add_argument("--counters", choices=["elgamal", "paillier"], default="elgamal")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+
+    if hasattr(os, "sched_setaffinity"):  # one core: every crypto batch stays in this process
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
     import numpy as np
 
@@ -69,7 +78,7 @@ def main() -> None:
     real = np.r_[np.ones(len(rows), bool), np.zeros(len(fakes), bool)]
     order = rng.permutation(len(padded))
     table = EncodedTable.from_rows(columns, [padded[i] for i in order])
-    key = generate_counter_key("elgamal")
+    key = generate_counter_key(args.counters)
     pub = key.public_key
     counters = RowCounters(pub.load(pub.encrypt_counters(real[order].tolist(), workers=1)))
     extra = {"l_diversity": LDiversity("recursive", 3, "occupation", 4)} if args.model == "recursive-l" else {}
@@ -105,7 +114,7 @@ def main() -> None:
               "components": {label: {"cpu_s": round(c, 2), "calls": n} for label, (c, n) in sorted(acc.items())},
               "checks": checker.checks, "screened": checker.screened, "suppression_rounds": checker.suppression_rounds,
               "optimum": [int(x) for x in structure.lattice.node_levels(outcome.node)], "model": args.model,
-              "k": args.k, "suppression": args.suppression, "metric": args.metric,
+              "k": args.k, "suppression": args.suppression, "metric": args.metric, "counters": args.counters,
               "fedanon": str(Path(fedanon.__file__).parent), "load_start": list(load_start),
               "load_end": list(os.getloadavg())}
     checker.close()

@@ -297,3 +297,56 @@ def test_a_full_check_without_small_classes_needs_a_screening_sum(adult, elgamal
     classes, sums = checker._node_sums(levels)
     with pytest.raises(ProtocolError, match="screening"):
         judge.answer(checker.full_request(levels, classes, sums))
+
+
+@pytest.fixture(scope="module")
+def paillier_key():
+    return generate_counter_key("paillier")
+
+
+def test_paillier_counters_query_suppression_under_an_elgamal_key(adult, paillier_key):
+    """Paillier counters: the key holder's suppression queries (one ciphertext per class) are
+    under a fresh ElGamal key of its own, announced in the facts; a node whose full check left
+    classes out has the helper send those classes (their sizes add up to the screening sum) so
+    that the query covers them too. Every node gets the answer it gets with all classes sent,
+    loss included: marginals without the left-out classes, or under the wrong key, would differ."""
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy")
+    answers = {}
+    for omit in (False, True):
+        st, checker, judge = _pair(columns, rows, hier, cfg, paillier_key, omit)
+        assert judge.query_key is not judge.key and judge.query_key.scheme == "elgamal"
+        assert checker.query_key.to_bytes() == judge.query_key.public_key.to_bytes()
+        seen = answers.setdefault(omit, {})
+        evaluate = checker.evaluate
+        checker.evaluate = lambda levels, _e=evaluate, _s=seen: _s.setdefault(tuple(levels), _e(levels))
+        asked = []
+        omitted_request = checker.omitted_request
+        checker.omitted_request = lambda _o=omitted_request, _a=asked: _a.append(1) or _o()
+        search(st, checker)
+        checker.close()
+        assert checker.suppression_rounds > 0
+        assert bool(asked) == omit  # the left-out classes are asked for only where some were left out
+    assert answers[True].keys() == answers[False].keys()
+    for node, full in answers[False].items():
+        short = answers[True][node]
+        assert (short.anonymous, short.anonymous_strict, short.implied_k_ok, short.bound, short.loss) == \
+            (full.anonymous, full.anonymous_strict, full.implied_k_ok, full.bound, full.loss), node
+    ref = _reference(columns, rows, hier, cfg)
+    levels, loss, out, checker = _run(columns, rows, hier, cfg, paillier_key)
+    checker.close()
+    assert levels == ref[0] and loss == pytest.approx(ref[1], rel=1e-9)
+    assert sorted(map(tuple, out)) == sorted(map(tuple, ref[2]))
+
+
+def test_left_out_classes_that_miss_the_screening_rows_are_refused(adult, paillier_key):
+    """The left-out classes the helper sends for an ElGamal query must hold the rows the screening
+    sum told: a helper that sends other sums is refused instead of charging too little loss."""
+    columns, rows, hier = adult
+    cfg = AnonymizationConfig(QIS, k=5, suppression=0.04, metric="nonuniform-entropy")
+    st, checker, _ = _pair(columns, rows, hier, cfg, paillier_key, True)
+    pub = paillier_key.public_key
+    checker._small_sums = lambda classes, sums, small: pub.encrypt_values([0] * small.size, workers=1)
+    with pytest.raises(ProtocolError, match="screening sum's rows"):
+        search(st, checker)
+    checker.close()

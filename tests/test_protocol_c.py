@@ -192,7 +192,7 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
                                                   {"send"}) for a in answers)
     facts = [json.loads(blob) for _, topic, blob in helper_in if topic == "c/facts"]
     assert set(facts[0]) == {"suppression_limit", "anonymity_monotone", "strict_monotone", "metric_monotone",
-                             "implied_k", "screen", "static_table", "static_bounds", "omit_small"}
+                             "implied_k", "screen", "static_table", "static_bounds", "omit_small", "query_key"}
     # DM's bound needs the class sizes: no static table, no screening (entropy metrics only)
     assert facts[0]["static_table"] is None and not facts[0]["screen"] and not facts[0]["omit_small"]
     # what primaries send the helper: ciphertext tables, TID tokens, hierarchies and encrypted
@@ -221,15 +221,21 @@ def test_helper_receives_no_plaintext_count_and_key_holder_no_cell(adult_sample)
                     assert body[0] in (0x50, 0x45)  # a counter-sum message (Paillier / ElGamal)
 
 
-def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
+@pytest.mark.parametrize("counters", ["elgamal", "paillier"])
+def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample, counters):
     """Entropy with suppression: the helper gets, besides the usual answers, only the key holder's
     suppression queries -- one fresh ciphertext per class, all distinct (which classes are suppressed
-    does not show); the key holder gets counter-sum messages (per-QI leaf counts, per-QI suppressed
-    counts) and the hierarchy's grouping shape as integers -- no cell, no value."""
+    does not show), ElGamal ones also where the counters are Paillier (under a key of the key
+    holder's own, announced in the facts); the key holder gets counter-sum messages (per-QI leaf
+    counts, per-QI suppressed counts, the sizes of classes a full check left out) and the
+    hierarchy's grouping shape as integers -- no cell, no value."""
     columns, rows, hierarchies = adult_sample
     config = AnonymizationConfig(ADULT_QIS, k=5, suppression=0.03, metric="nonuniform-entropy")
-    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 3, record=True)
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 3, options={"counters": counters}, record=True)
     assert not run.errors, run.errors
+    facts = [json.loads(blob) for _, topic, blob in _received(run, "helper") if topic == "c/facts"]
+    assert (facts[0]["query_key"] is None) == (counters == "elgamal")
+    tag = {"elgamal": 0x45, "paillier": 0x50}[counters]
     queries = 0
     for _, topic, blob in _received(run, "helper"):
         if topic != "c/answer":
@@ -245,6 +251,7 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
         width = len(parts["rows"]) // n
         cts = [parts["rows"][i:i + width] for i in range(0, len(parts["rows"]), width)]
         assert len(cts) == n and len(set(cts)) == n  # Enc(0) and Enc(size) alike: all fresh
+        assert width == 66  # ElGamal ciphertexts, whatever the counters
         queries += 1
     assert queries == run.outcomes["helper"].report["suppression_rounds"] > 0
     names = set()
@@ -256,13 +263,15 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample):
             if name == "control":
                 assert set(json.loads(body)) <= {"levels", "classes", "done", "heights", "metric", "sensitive",
                                                  "top", "leaves", "level_sizes", "marginals", "screen", "complement",
-                                                 "omitted"}
+                                                 "omitted", "omitted_classes"}
             elif name.startswith("groups/"):  # which leaves share a generalized value: integers, no values
                 assert len(body) % 4 == 0
-            else:  # "small": the screening sum, one counter sum
-                assert name in ("sizes", "small") or name.split("/")[0] in ("leaves", "marginal"), name
-                assert body[0] == 0x45  # an ElGamal counter-sum message
+            else:  # "small": the screening sum, one counter sum; "omitted": the left-out classes' sizes
+                assert name in ("sizes", "small", "omitted") or name.split("/")[0] in ("leaves", "marginal"), name
+                # a counter-sum message: the marginals answer the (ElGamal) query, the rest are counter sums
+                assert body[0] == (0x45 if name.startswith("marginal/") else tag), name
     assert {"leaves", "groups", "marginal", "small"} <= names
+    assert ("omitted" in names) == (counters == "paillier")  # the left-out classes, asked for an ElGamal query
 
 
 def _features(table_codes: np.ndarray, counters: list[bytes]) -> np.ndarray:

@@ -244,7 +244,8 @@ class LKCCriterion(Criterion):
         With the node's `levels` (codes at a level the same at every node) and no class failed
         by another criterion, the first round's groups are those of the whole table projected
         onto each subset at its levels, which many nodes share: the verdict per group is kept
-        per (subset, levels) (`_Projection`), so that round only looks each class's key up."""
+        per (subset, levels) (`_Projection`), so that round only looks each class's key up (on
+        class tables of at least WHOLE_TABLE_MIN_CLASSES classes)."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
@@ -259,7 +260,9 @@ class LKCCriterion(Criterion):
         node = self._node_of(stats, codes)
         for built in node.layers.values():
             built.reset()   # the sums of an earlier call on this node were over another kept set
-        whole = levels is not None and bool(kept.all())   # this round's groups are the whole table's
+        # this round's groups are the whole table's; on a small class table grouping costs less
+        # than looking the keys up, counting the kept projections' upkeep
+        whole = levels is not None and codes.shape[0] >= WHOLE_TABLE_MIN_CLASSES and bool(kept.all())
 
         def failing_on(size: int, k: int | None, below: int | None) -> np.ndarray:
             if whole:
@@ -420,6 +423,8 @@ class LKCCriterion(Criterion):
 #: a subset with more is judged by summing its groups at every node, as without levels
 DENSE_SPAN = 1 << 22
 DENSE_TOTAL = 1 << 26
+#: the fewest classes a check reads its first round from the kept projections for
+WHOLE_TABLE_MIN_CLASSES = 1024
 #: a projection group's verdict bits: fewer than K rows; a value's share above C
 WRONG_K = 1
 WRONG_C = 2

@@ -300,6 +300,8 @@ def test_verdicts_kept_per_subset_and_levels_equal_the_rule_judged_afresh(case):
 
 
 def _judge_in_orders(nodes, model, limit, kept, context):
+    bounded = model.criterion()   # asked for the bound with a limit only, so it keeps fewer subsets
+    bounded.prepare(context)
     for order in (nodes, nodes[::-1], nodes):
         for levels, codes, hist, others in order:
             for failing in (np.zeros(codes.shape[0], dtype=bool), np.array(others, dtype=bool)):
@@ -308,4 +310,8 @@ def _judge_in_orders(nodes, model, limit, kept, context):
                 stats = ClassStats(hist.sum(axis=1), {"s": hist})
                 expected = afresh.enforce_classes(stats, codes, failing, limit)
                 assert kept.enforce_classes(stats, codes, failing, limit, levels).tolist() == expected.tolist()
-                assert abs(kept.suppression_bound(stats, codes, None, levels) - afresh.suppression_bound(stats, codes)) < 1e-9
+                exact = afresh.suppression_bound(stats, codes)
+                assert abs(kept.suppression_bound(stats, codes, None, levels) - exact) < 1e-9
+                if limit is not None:   # with a limit: the bound, or a figure of it above the limit
+                    got = bounded.suppression_bound(stats, codes, limit, levels)
+                    assert got <= exact + 1e-9 and (abs(got - exact) < 1e-9 or got > limit)

@@ -311,16 +311,22 @@ class LKCCriterion(Criterion):
             bad |= (found & WRONG_C).astype(bool)
         return bad
 
-    def _projections_of(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int
-                        ) -> list["_Projection"]:
+    def _projections_of(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
+                        beyond: float | None = None) -> list["_Projection"]:
         """The kept projections of every subset of `size` QIs at the node's levels (in
         `combinations` order); the missing ones are computed on this node's classes (all of
-        them: the whole table). A kept one whose radices differ from the node's is recomputed."""
+        them: the whole table). A kept one whose radices differ from the node's is recomputed.
+        `beyond`: where a kept one's bound figure exceeds it, only the kept ones are returned
+        (the bound is then known to exceed it; nothing is computed)."""
         picks = self._picks(node.codes.shape[1], size)
         keys = [(subset, pick(levels)) for subset, pick in picks]
         found = [self._projections.get(key) for key in keys]
         missing = [j for j, (p, (_, pick)) in enumerate(zip(found, picks))
                    if p is None or p.radices != pick(node.radix_tuple)]
+        if missing and beyond is not None:
+            known = [p for j, p in enumerate(found) if p is not None and j not in missing]
+            if any(p.lost > beyond for p in known):
+                return known
         if missing:
             subsets = [picks[j][0] for j in missing]
             entries = node.entries() if self.bounds_confidence else None
@@ -383,7 +389,7 @@ class LKCCriterion(Criterion):
         A subset's figure is one of the whole table projected onto its QIs at their levels
         (every class counts, suppressed or not), so with the node's `levels` it is kept per
         (subset, levels on it) and computed once per search: a check computes only the subsets
-        whose levels no earlier node had."""
+        whose levels no earlier node had, and none where a kept figure already exceeds `limit`."""
         if codes is None or stats.sizes.shape[0] == 0:
             return 0.0
         codes = np.asarray(codes, dtype=np.int64)
@@ -394,7 +400,7 @@ class LKCCriterion(Criterion):
         node = self._node_of(stats, codes)
         if levels is None:
             return self._layer(node, top).lost_rows(sizes, node.counts(), self.k, self.c, limit)
-        return max(p.lost for p in self._projections_of(node, sizes, tuple(levels), top))
+        return max(p.lost for p in self._projections_of(node, sizes, tuple(levels), top, limit))
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),

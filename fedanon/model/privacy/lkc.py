@@ -244,8 +244,9 @@ class LKCCriterion(Criterion):
         With the node's `levels` (codes at a level the same at every node) and no class failed
         by another criterion, the first round's groups are those of the whole table projected
         onto each subset at its levels, which many nodes share: the verdict per group is kept
-        per (subset, levels) (`_Projection`), so that round only looks each class's key up (on
-        class tables of at least WHOLE_TABLE_MIN_CLASSES classes)."""
+        per (subset, levels) (`_Projection`, computed by the suppression bound), so that round
+        only looks each class's key up (on class tables of at least WHOLE_TABLE_MIN_CLASSES
+        classes whose L-subsets' projections are all kept)."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
@@ -267,7 +268,10 @@ class LKCCriterion(Criterion):
         def failing_on(size: int, k: int | None, below: int | None) -> np.ndarray:
             if whole:
                 assert levels is not None
-                found = self._whole_table_failing(node, sizes, levels, size, k, below)
+                # the L-subsets' projections only where the bound kept them already (a check that
+                # would compute them for one lookup costs more than grouping); the smaller
+                # subsets' few projections are computed for later checks
+                found = self._whole_table_failing(node, sizes, levels, size, k, below, build=size < top)
                 if found is not None:
                     return found
             return self._layer(node, size).failing(kept, sizes, node.counts(), k, self.c, below)
@@ -287,10 +291,13 @@ class LKCCriterion(Criterion):
         return ~kept
 
     def _whole_table_failing(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
-                             k: int | None, limit: int | None) -> np.ndarray | None:
+                             k: int | None, limit: int | None, build: bool = True) -> np.ndarray | None:
         """`_Layer.failing` with every class kept, from the kept projections' verdicts per group
-        (built for the subsets no earlier node had at these levels); None where a subset's key
-        space is too large to keep a verdict per key (the layer then sums as usual)."""
+        (with `build`, computed for the subsets no earlier node had at these levels); None where
+        a subset's projection is not kept (without `build`) or its key space is too large to keep
+        a verdict per key: the layer then sums as usual."""
+        if not build and self._missing(node, levels, size):
+            return None
         projections = self._projections_of(node, sizes, levels, size)
         if any(p.flags is None for p in projections):
             return None
@@ -353,6 +360,14 @@ class LKCCriterion(Criterion):
                 found[j] = self._projections[keys[j]] = _Projection(picks[j][1](node.radix_tuple), float(lost[at]),
                                                                     flags, int(any_wrong[at]))
         return found   # type: ignore[return-value]
+
+    def _missing(self, node: "_Node", levels: tuple[int, ...], size: int) -> bool:
+        """Whether some subset of `size` QIs has no kept projection at the node's levels."""
+        for subset, pick in self._picks(node.codes.shape[1], size):
+            p = self._projections.get((subset, pick(levels)))
+            if p is None or p.radices != pick(node.radix_tuple):
+                return True
+        return False
 
     def _picks(self, n_qis: int, size: int) -> list[tuple[tuple[int, ...], Callable[[tuple[int, ...]], Any]]]:
         """Every subset of `size` of the QIs with a getter of its entries from a per-QI tuple."""

@@ -166,7 +166,13 @@ class OlderEngine:
 
         self._dir = tempfile.mkdtemp(prefix="fedanon_before_")
         dst = Path(self._dir) / "fedanon_before"
-        shutil.copytree(src / "fedanon", dst, ignore=shutil.ignore_patterns("__pycache__", "data"))
+        # the code only: not the bundled data sets (data/adult, data/example), which hold no
+        # package, but the data layer's modules (fedanon/data is a package)
+        def skip(folder: str, names: list[str]) -> list[str]:
+            return [n for n in names if n == "__pycache__"
+                    or (Path(folder).name == "data" and n in ("adult", "example"))]
+
+        shutil.copytree(src / "fedanon", dst, ignore=skip)
         for py in dst.rglob("*.py"):
             py.write_text(re.sub(r"\bfedanon(?=[\s.])", "fedanon_before", py.read_text()))
         sys.path.insert(0, self._dir)

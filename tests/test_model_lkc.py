@@ -8,6 +8,7 @@ classes), so the hand cases below give the criterion class codes as well as stat
 from __future__ import annotations
 
 import json
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from fedanon.data.table import EncodedTable
 from fedanon.engine import AnonymizationConfig
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
+from fedanon.model.privacy import lkc
 from fedanon.model.privacy.lkc import LKCPrivacy
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.protocols.c.counted_checks import check_supported
@@ -236,3 +238,63 @@ def test_simulate_refuses_before_any_data_is_sent(capsys, tmp_path, protocol, mo
     assert code == 2 and len(err) == 1
     assert "before any data was sent" in err[0] and message in err[0]
     assert not (tmp_path / "out.csv").exists()
+
+
+@st.composite
+def _nodes_of_one_table(draw):
+    """A table of classes (2-3 QIs, up to 5 codes each, sensitive histograms) and three nodes of
+    it: level 0, one QI generalized, all generalized (codes mapped onto coarser ones)."""
+    n_qis = draw(st.integers(2, 3))
+    radix = [draw(st.integers(1, 5)) for _ in range(n_qis)]
+    cells = sorted({tuple(draw(st.integers(0, r - 1)) for r in radix) for _ in range(draw(st.integers(1, 18)))})
+    codes = np.array(cells, dtype=np.int64)
+    domain = draw(st.integers(2, 4))
+    hist = np.array([[draw(st.integers(0, 4)) for _ in range(domain)] for _ in cells], dtype=np.int64)
+    hist[hist.sum(axis=1) == 0, 0] = 1
+    maps = [np.array([draw(st.integers(0, r - 1)) for _ in range(r)], dtype=np.int64) for r in radix]
+    nodes = []
+    for generalized in (0, 1, n_qis):
+        mapped = np.stack([maps[i][codes[:, i]] if i < generalized else codes[:, i] for i in range(n_qis)], axis=1)
+        node_codes, inverse = np.unique(mapped, axis=0, return_inverse=True)
+        node_hist = np.zeros((node_codes.shape[0], domain), dtype=np.int64)
+        np.add.at(node_hist, inverse.reshape(-1), hist)
+        levels = tuple(1 if i < generalized else 0 for i in range(n_qis))
+        nodes.append((levels, node_codes, node_hist, draw(st.lists(st.booleans(), min_size=node_codes.shape[0],
+                                                                     max_size=node_codes.shape[0]))))
+    model = LKCPrivacy(draw(st.integers(1, n_qis)), draw(st.integers(1, 6)),
+                       draw(st.sampled_from([0.4, 0.6, 0.75, 1.0])), "s")
+    return nodes, model, draw(st.sampled_from([None, 0, 1, 3, 8]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_nodes_of_one_table())
+def test_verdicts_kept_per_subset_and_levels_equal_the_rule_judged_afresh(case):
+    """With the node's levels the criterion keeps, per QI subset and levels, which groups of the
+    whole table fail, and reads a later node's first round from them. The classes it names must
+    be exactly those the rule names on the node's classes alone (no levels, a fresh criterion),
+    with and without a suppression limit, with classes already failed by other models or not,
+    whichever node came first."""
+    nodes, model, limit = case
+    context = CriterionContext(n_rows=int(nodes[0][2].sum()), histograms_total={"s": nodes[0][2].sum(axis=0)})
+    kept = model.criterion()
+    kept.prepare(context)
+    with patch.object(lkc, "WHOLE_TABLE_MIN_CLASSES", 0):   # the small tables here take that path too
+        _judge_in_orders(nodes, model, limit, kept, context)
+
+
+def _judge_in_orders(nodes, model, limit, kept, context):
+    bounded = model.criterion()   # asked for the bound with a limit only, so it keeps fewer subsets
+    bounded.prepare(context)
+    for order in (nodes, nodes[::-1], nodes):
+        for levels, codes, hist, others in order:
+            for failing in (np.zeros(codes.shape[0], dtype=bool), np.array(others, dtype=bool)):
+                afresh = model.criterion()
+                afresh.prepare(context)
+                stats = ClassStats(hist.sum(axis=1), {"s": hist})
+                expected = afresh.enforce_classes(stats, codes, failing, limit)
+                assert kept.enforce_classes(stats, codes, failing, limit, levels).tolist() == expected.tolist()
+                exact = afresh.suppression_bound(stats, codes)
+                assert abs(kept.suppression_bound(stats, codes, None, levels) - exact) < 1e-9
+                if limit is not None:   # with a limit: the bound, or a figure of it above the limit
+                    got = bounded.suppression_bound(stats, codes, limit, levels)
+                    assert got <= exact + 1e-9 and (abs(got - exact) < 1e-9 or got > limit)

@@ -23,8 +23,8 @@ from fedanon.engine import AnonymizationConfig
 from fedanon.engine.anonymizer import prepare
 from fedanon.errors import InputError
 from fedanon.model.criterion import CriterionContext
-from fedanon.model.privacy.popuniqueness import PopulationUniqueness, pitman_parameters, pitman_uniques, \
-    zayatz_uniques
+from fedanon.model.privacy.popuniqueness import ROUGH_MARGIN, PopulationUniqueness, pitman_newton, \
+    pitman_parameters, pitman_uniques, zayatz_uniques
 from fedanon.model.registry import ParseContext, model_types
 from fedanon.oracle.verify import verify_anonymized
 from model_cases import EXAMPLE, QI_FLAGS, bad_anonymize_flags_fail, property_tests, released, \
@@ -85,6 +85,43 @@ def test_zayatz_by_hand():
     assert PopulationUniqueness(0.26, 0.1, "zayatz").release_violation([1, 1, 2], table_rows=4) is None
     # a class of 20 cannot be seen exactly once in 21 draws from 30: h = 0
     assert zayatz_uniques(np.array([1, 20]), 30.0) == 30.0 * 1 / 21
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_newton_finds_the_parameters_of_the_score_equations(name):
+    """The criterion decides releases from `pitman_newton` (both parameters at once); where α̂ > 0
+    it must land on the root `pitman_parameters` finds one equation at a time, and at the
+    boundary α̂ = 0 (Ewens) give up so that the exact solver decides."""
+    sizes = np.array(TABLES[name])
+    found = pitman_newton(sizes)
+    theta, alpha = pitman_parameters(sizes)
+    if alpha == 0.0:
+        assert found is None
+    else:
+        assert found is not None
+        assert found[0] == pytest.approx(theta, rel=1e-9) and found[1] == pytest.approx(alpha, abs=1e-9)
+
+
+@st.composite
+def _size_tables(draw):
+    """Class sizes with some sample uniques, not all: a geometric-like head and a long tail."""
+    uniques = draw(st.integers(1, 400))
+    others = draw(st.lists(st.integers(2, 3000), min_size=1, max_size=300))
+    return np.array([1] * uniques + others, dtype=np.int64)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=_size_tables(), tau=st.sampled_from([0.001, 0.01, 0.05, 0.2]), fraction=st.sampled_from([0.01, 0.1, 0.5]))
+def test_the_rough_estimate_decides_as_the_exact_one(sizes, tau, fraction):
+    """A release is judged on the rough estimate where it is more than ROUGH_MARGIN of τ away
+    from τ: on such releases it must give the exact estimate's verdict -- and the two estimates
+    may differ by no more than a sliver of that margin, also where the exact one decides."""
+    population = float(sizes.sum()) / fraction
+    rough = pitman_uniques(sizes, population, rough=True)
+    exact = pitman_uniques(sizes, population)
+    assert rough == pytest.approx(exact, rel=ROUGH_MARGIN / 100)
+    criterion = _criterion(tau, fraction, int(sizes.sum()))
+    assert criterion.holds(sizes) == (criterion.share(sizes) <= tau + 1e-9)
 
 
 def test_edge_cases_of_the_estimate():

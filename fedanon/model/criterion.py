@@ -82,11 +82,14 @@ class Criterion(ABC):
         return failing
 
     def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
-                        limit: int | None = None) -> np.ndarray:
+                        limit: int | None = None, levels: tuple[int, ...] | None = None) -> np.ndarray:
         """`enforce` with the node's whole class table: statistics and, where `needs_codes`, the
         generalized QI codes (classes x QIs). The default reads the sizes only. `limit`: the
         answer may stop short once the classes it names hold more than `limit` rows (the node
-        then fails in any case); None asks for the exact set."""
+        then fails in any case); None asks for the exact set. `levels`: the node's levels, given
+        only where a value's code at a level is the same at every node of the search (the
+        grouper's codes, not Protocol C's fresh labels), so a criterion may key what it keeps
+        between checks with them."""
         return self.enforce(stats.sizes, failing)
 
     def suppression_bound(self, stats: ClassStats, codes: np.ndarray | None = None,

@@ -191,14 +191,15 @@ class ClassJudge:
                             and not self.bounding)
 
     def failing_classes(self, stats: ClassStats, codes: np.ndarray | None = None,
-                        limit: int | None = None) -> np.ndarray:
+                        limit: int | None = None, levels: tuple[int, ...] | None = None) -> np.ndarray:
         """Which classes fail some criterion (they are suppressed in the output): those a
         class-by-class criterion rejects, then those the release-level criteria add. `codes`:
         the classes' generalized QI codes, for a criterion that `needs_codes`. Several
         release-level criteria are asked in turn until none adds a class (each only adds, so
         this ends), so that the kept classes satisfy all of them together. `limit`: a
         release-level criterion may stop once more rows than that fail (a judge only needs to
-        know the node fails); the exact set, as the output needs it, without."""
+        know the node fails); the exact set, as the output needs it, without. `levels`: the
+        node's, where `codes` are the grouper's (see `Criterion.enforce_classes`)."""
         if len(self.criteria) == 1 and not self.criteria[0].release_level:
             return ~np.asarray(self.criteria[0].classes_ok(stats), dtype=bool)
         failing = np.zeros(stats.sizes.shape[0], dtype=bool)
@@ -211,7 +212,7 @@ class ClassJudge:
             for c in release:
                 if c.needs_codes and codes is None:
                     raise ValueError(f"{c.describe()} is judged on the classes' QI codes, which this checker lacks")
-                failing = np.asarray(c.enforce_classes(stats, codes, failing, limit), dtype=bool)
+                failing = np.asarray(c.enforce_classes(stats, codes, failing, limit, levels), dtype=bool)
             if len(release) == 1 or int(failing.sum()) == before:
                 break
         return failing
@@ -243,7 +244,7 @@ class ClassJudge:
                 classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
                 bound=self.metric.class_bound(levels, classes),
             )
-        failing = self.failing_classes(classes.stats, classes.codes, self.suppression_limit)
+        failing = self.failing_classes(classes.stats, classes.codes, self.suppression_limit, levels)
         suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
         anonymous = suppressed <= self.suppression_limit
         loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf

@@ -127,6 +127,9 @@ class BetaLikenessCriterion(Criterion):
         self.needs_histogram = model.attribute
         self._p: np.ndarray | None = None       # p(s | T) per code
         self._bound: np.ndarray | None = None   # the allowed gain per code
+        # the suppression bound's constants per code: a(s) and 1 / (1 − a(s)) (0 where a ≥ 1)
+        self._allowance = np.zeros(0)
+        self._spread = np.zeros(0)
 
     def prepare(self, context: CriterionContext) -> None:
         total = np.asarray(context.histograms_total[self.model.attribute], dtype=np.float64)
@@ -141,6 +144,8 @@ class BetaLikenessCriterion(Criterion):
             with np.errstate(divide="ignore"):
                 self._bound = np.minimum(beta, -np.log(self._p))
         self.min_class_size = self._smallest_feasible_size(int(n))
+        self._allowance = self._p * (1.0 + self._bound + 2 * EPS)
+        self._spread = np.where(self._allowance < 1.0, 1.0 / np.maximum(1.0 - self._allowance, EPS), 0.0)
 
     def _smallest_feasible_size(self, n_rows: int) -> int:
         """Smallest m for which some m-row class passes: value s may take at most
@@ -168,8 +173,7 @@ class BetaLikenessCriterion(Criterion):
         counted by g, so the sum stays subadditive)."""
         if self._p is None or self._bound is None:
             raise RuntimeError("prepare() must run before the check")
-        allowance = self._p * (1.0 + self._bound + 2 * EPS)
-        spread = np.where(allowance < 1.0, 1.0 / np.maximum(1.0 - allowance, EPS), 0.0)
+        allowance, spread = self._allowance, self._spread
         sizes = np.asarray(stats.sizes, dtype=np.float64)
         hist = stats.histograms[self.model.attribute]
         if isinstance(hist, SparseHistogram):
@@ -179,10 +183,13 @@ class BetaLikenessCriterion(Criterion):
             total = np.bincount(hist.cls, weights=excess, minlength=sizes.shape[0])
             single = np.zeros(sizes.shape[0], dtype=np.float64)
             np.maximum.at(single, hist.cls, excess * spread[hist.value])
-        else:
-            excess = np.maximum(np.asarray(hist, dtype=np.float64) - sizes[:, None] * allowance[None, :], 0.0)
+        else:   # in place: one (classes x values) array for the whole computation
+            excess = np.multiply.outer(sizes, -allowance)
+            excess += np.asarray(hist)
+            np.maximum(excess, 0.0, out=excess)
             total = excess.sum(axis=1)
-            single = (excess * spread[None, :]).max(axis=1) if excess.shape[1] else np.zeros(sizes.shape[0])
+            excess *= spread
+            single = excess.max(axis=1) if excess.shape[1] else np.zeros(sizes.shape[0])
         carried = np.maximum(total, single)
         small = sizes < self.min_class_size
         return float(carried[~small].sum() + sizes[small].sum())
@@ -204,11 +211,15 @@ class BetaLikenessCriterion(Criterion):
             return ~bad
         counts = np.asarray(hist, dtype=np.float64)
         present = self._p > 0
+        if present.all():   # one table: every value has a share (no column to pick out)
+            gain = counts / safe[:, None]
+            gain -= self._p
+            gain /= self._p
+            return np.all(gain <= self._bound + EPS, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = (counts[:, present] / safe[:, None] - self._p[present]) / self._p[present]
         ok = np.all(gain <= self._bound[present] + EPS, axis=1)
-        if not present.all():  # a class holding a value the table lacks (cannot happen on one table)
-            ok &= ~np.any(counts[:, ~present] > 0, axis=1)
+        ok &= ~np.any(counts[:, ~present] > 0, axis=1)   # a class holding a value the table lacks
         return ok
 
     def describe(self) -> str:

@@ -54,6 +54,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import operator
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -207,10 +208,12 @@ class LKCCriterion(Criterion):
         # report then wants each released row's class, which only a histogram-keeping grouping keeps
         self.needs_histogram = model.attribute
         self._chosen: np.ndarray | None = None   # codes of S (None: every code)
-        self._node: tuple | None = None   # (stats, codes, radices, entries, layers) of the last check
-        # the bound's figure per (QI subset, its levels): a function of the table alone (see
-        # `suppression_bound`); one criterion judges one table
-        self._subset_lost: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
+        self._node: _Node | None = None   # the class table of the last check and what was built on it
+        # per (QI subset, its levels): the subset's projection of the whole table (`_Projection`),
+        # a function of the table alone; one criterion judges one table
+        self._projections: dict[tuple[tuple[int, ...], tuple[int, ...]], _Projection] = {}
+        self._dense_cells = 0   # the keys the projections' flags hold in all (bounded by DENSE_TOTAL)
+        self._subsets: dict[tuple[int, int], list] = {}   # `_picks` per (QIs, subset size)
 
     def prepare(self, context: CriterionContext) -> None:
         if not self.bounds_confidence or self.model.values is None:
@@ -225,7 +228,7 @@ class LKCCriterion(Criterion):
         return np.ones(stats.sizes.shape[0], dtype=bool)   # release-level: `enforce_classes` decides
 
     def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
-                        limit: int | None = None) -> np.ndarray:
+                        limit: int | None = None, levels: tuple[int, ...] | None = None) -> np.ndarray:
         """Suppress every class of a failing projection group, on the kept classes, until none fails.
 
         The QI subsets of one size are judged together: each class's projection key on every
@@ -236,7 +239,14 @@ class LKCCriterion(Criterion):
         a group on fewer QIs is a union of groups on L of them, so it has at least K rows when
         they do. The same holds for C (a value's share in a union is at most its largest share
         in the parts), so the smaller subsets are grouped only in a round where some group on L
-        QIs fails -- then the rule suppresses the classes of their failing groups too."""
+        QIs fails -- then the rule suppresses the classes of their failing groups too.
+
+        With the node's `levels` (codes at a level the same at every node) and no class failed
+        by another criterion, the first round's groups are those of the whole table projected
+        onto each subset at its levels, which many nodes share: the verdict per group is kept
+        per (subset, levels) (`_Projection`, computed by the suppression bound), so that round
+        only looks each class's key up (on class tables of at least WHOLE_TABLE_MIN_CLASSES
+        classes whose L-subsets' projections are all kept)."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
         codes = np.asarray(codes, dtype=np.int64)
@@ -248,38 +258,136 @@ class LKCCriterion(Criterion):
         top = min(self.model.l, n_qis)
         if top == 0 or codes.shape[0] == 0:
             return ~kept
-        layer, entries = self._layers(stats, codes)
-        assert self._node is not None
-        for built in self._node[4].values():
+        node = self._node_of(stats, codes)
+        for built in node.layers.values():
             built.reset()   # the sums of an earlier call on this node were over another kept set
-        counts = None if entries is None else entries[2]
+        # this round's groups are the whole table's; on a small class table grouping costs less
+        # than looking the keys up, counting the kept projections' upkeep
+        whole = levels is not None and codes.shape[0] >= WHOLE_TABLE_MIN_CLASSES and bool(kept.all())
+
+        def failing_on(size: int, k: int | None, below: int | None) -> np.ndarray:
+            if whole:
+                assert levels is not None
+                # the L-subsets' projections only where the bound kept them already (a check that
+                # would compute them for one lookup costs more than grouping); the smaller
+                # subsets' few projections are computed for later checks
+                found = self._whole_table_failing(node, sizes, levels, size, k, below, build=size < top)
+                if found is not None:
+                    return found
+            return self._layer(node, size).failing(kept, sizes, node.counts(), k, self.c, below)
+
         while kept.any():
-            bad = layer(top).failing(kept, sizes, counts, self.k, self.c, limit)
+            bad = failing_on(top, self.k, limit)
             for size in (range(1, top) if self.bounds_confidence and bad.any() else ()):
                 if limit is not None and float(sizes[~kept | bad].sum()) > limit:
                     break
-                bad |= layer(size).failing(kept, sizes, counts, None, self.c)
+                bad |= failing_on(size, None, None)
             if not bad.any():
                 break
             if limit is not None and float(sizes[~kept | bad].sum()) > limit:
                 return ~kept | bad   # the node fails whatever the later rounds add
             kept &= ~bad
+            whole = False
         return ~kept
 
-    def _layers(self, stats: ClassStats, codes: np.ndarray
-                ) -> tuple[Callable[[int], "_Layer"], tuple[np.ndarray, np.ndarray, np.ndarray, int] | None]:
-        """The node's projection layers, built on first use, and its histogram entries; kept for
-        the last class table asked (the bound and the rule of one check share them)."""
-        if self._node is None or self._node[0] is not stats:
-            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-            self._node = (stats, codes, codes.max(axis=0) + 1, entries, {})
-        _, node_codes, radices, entries, layers = self._node
+    def _whole_table_failing(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
+                             k: int | None, limit: int | None, build: bool = True) -> np.ndarray | None:
+        """`_Layer.failing` with every class kept, from the kept projections' verdicts per group
+        (with `build`, computed for the subsets no earlier node had at these levels); None where
+        a subset's projection is not kept (without `build`) or its key space is too large to keep
+        a verdict per key: the layer then sums as usual."""
+        if not build and self._missing(node, levels, size):
+            return None
+        projections = self._projections_of(node, sizes, levels, size)
+        if any(p.flags is None for p in projections):
+            return None
+        bad = np.zeros(node.codes.shape[0], dtype=bool)
+        wanted = (WRONG_K if k is not None else 0) | (WRONG_C if self.bounds_confidence else 0)
+        flagged = [j for j, p in enumerate(projections) if p.wrong & wanted]
+        if not flagged:
+            return bad   # no group of any subset fails: nothing to look up
+        # per class, the OR of its groups' flags over the subsets: bit 1 K fails, bit 2 C does
+        flat = np.concatenate([p.flags for p in projections])   # type: ignore[misc]
+        keys = node.dense_keys(size)
+        found = np.bitwise_or.reduce(flat[keys[flagged]], axis=0)
+        if k is not None:
+            bad = (found & WRONG_K).astype(bool)
+            if limit is not None and float(sizes[bad].sum()) > limit:
+                return bad
+        if self.bounds_confidence:
+            bad |= (found & WRONG_C).astype(bool)
+        return bad
 
-        def layer(size: int) -> "_Layer":
-            if size not in layers:
-                layers[size] = _Layer(node_codes, radices, size, entries)
-            return layers[size]
-        return layer, entries
+    def _projections_of(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
+                        beyond: float | None = None) -> list["_Projection"]:
+        """The kept projections of every subset of `size` QIs at the node's levels (in
+        `combinations` order); the missing ones are computed on this node's classes (all of
+        them: the whole table). A kept one whose radices differ from the node's is recomputed.
+        `beyond`: where a kept one's bound figure exceeds it, only the kept ones are returned
+        (the bound is then known to exceed it; nothing is computed)."""
+        picks = self._picks(node.codes.shape[1], size)
+        keys = [(subset, pick(levels)) for subset, pick in picks]
+        found = [self._projections.get(key) for key in keys]
+        missing = [j for j, (p, (_, pick)) in enumerate(zip(found, picks))
+                   if p is None or p.radices != pick(node.radix_tuple)]
+        if missing and beyond is not None:
+            known = [p for j, p in enumerate(found) if p is not None and j not in missing]
+            if any(p.lost > beyond for p in known):
+                return known
+        if missing:
+            subsets = [picks[j][0] for j in missing]
+            entries = node.entries() if self.bounds_confidence else None
+            layer = _Layer(node.codes, node.radices, size, entries, only=subsets)
+            group_size = layer.group_sizes(sizes)
+            largest = layer.largest(None if entries is None else entries[2])
+            lost = layer.lost_per_subset(layer.lost_in(group_size, largest, self.k, self.c)).tolist()
+            wrong = np.where(group_size < self.k, WRONG_K, 0).astype(np.uint8)
+            if largest is not None:
+                wrong |= np.where(largest > (self.c + EPS) * group_size, WRONG_C, 0).astype(np.uint8)
+            # every missing subset's verdicts per key in one array (a view each), scattered at once
+            spans = [math.prod(node.radix_tuple[i] for i in picks[j][0]) for j in missing]
+            keep = (layer.dense is not None and max(spans) <= DENSE_SPAN
+                    and self._dense_cells + sum(spans) <= DENSE_TOTAL)
+            if keep:
+                assert layer.dense is not None
+                self._dense_cells += sum(spans)
+                flat = np.zeros(sum(spans), dtype=np.uint8)
+                flat[layer.dense] = wrong[layer.group]
+            any_wrong = np.bitwise_or.reduceat(wrong, layer.starts).tolist() if wrong.size else [0] * len(missing)
+            for at, j in enumerate(missing):
+                offset = int(layer.offsets[at]) if layer.offsets is not None else 0
+                flags = flat[offset:offset + spans[at]] if keep else None
+                found[j] = self._projections[keys[j]] = _Projection(picks[j][1](node.radix_tuple), float(lost[at]),
+                                                                    flags, int(any_wrong[at]))
+        return found   # type: ignore[return-value]
+
+    def _missing(self, node: "_Node", levels: tuple[int, ...], size: int) -> bool:
+        """Whether some subset of `size` QIs has no kept projection at the node's levels."""
+        for subset, pick in self._picks(node.codes.shape[1], size):
+            p = self._projections.get((subset, pick(levels)))
+            if p is None or p.radices != pick(node.radix_tuple):
+                return True
+        return False
+
+    def _picks(self, n_qis: int, size: int) -> list[tuple[tuple[int, ...], Callable[[tuple[int, ...]], Any]]]:
+        """Every subset of `size` of the QIs with a getter of its entries from a per-QI tuple."""
+        if (n_qis, size) not in self._subsets:
+            self._subsets[(n_qis, size)] = [(subset, operator.itemgetter(*subset))
+                                            for subset in itertools.combinations(range(n_qis), size)]
+        return self._subsets[(n_qis, size)]
+
+    def _node_of(self, stats: ClassStats, codes: np.ndarray) -> "_Node":
+        """The node's class table and what is built on it, kept for the last class table asked
+        (the bound and the rule of one check share them)."""
+        if self._node is None or self._node.stats is not stats:
+            self._node = _Node(stats, codes, self)
+        return self._node
+
+    def _layer(self, node: "_Node", size: int) -> "_Layer":
+        """The node's projection layer of one subset size, built on first use."""
+        if size not in node.layers:
+            node.layers[size] = _Layer(node.codes, node.radices, size, node.entries())
+        return node.layers[size]
 
     bounds_suppression = True
 
@@ -296,7 +404,7 @@ class LKCCriterion(Criterion):
         A subset's figure is one of the whole table projected onto its QIs at their levels
         (every class counts, suppressed or not), so with the node's `levels` it is kept per
         (subset, levels on it) and computed once per search: a check computes only the subsets
-        whose levels no earlier node had."""
+        whose levels no earlier node had, and none where a kept figure already exceeds `limit`."""
         if codes is None or stats.sizes.shape[0] == 0:
             return 0.0
         codes = np.asarray(codes, dtype=np.int64)
@@ -304,20 +412,10 @@ class LKCCriterion(Criterion):
         if top == 0:
             return 0.0
         sizes = np.asarray(stats.sizes, dtype=np.float64)
+        node = self._node_of(stats, codes)
         if levels is None:
-            layer, entries = self._layers(stats, codes)
-            counts = None if entries is None else entries[2]
-            return layer(top).lost_rows(sizes, counts, self.k, self.c, limit)
-        keys = {subset: (subset, tuple(levels[i] for i in subset))
-                for subset in itertools.combinations(range(codes.shape[1]), top)}
-        missing = [subset for subset, key in keys.items() if key not in self._subset_lost]
-        if missing:
-            entries = self._entries(stats.histograms[self.model.attribute]) if self.bounds_confidence else None
-            layer = _Layer(codes, codes.max(axis=0) + 1, top, entries, only=missing)
-            lost = layer.lost_groups(sizes, None if entries is None else entries[2], self.k, self.c)
-            for subset, value in zip(missing, layer.lost_per_subset(lost).tolist()):
-                self._subset_lost[keys[subset]] = value
-        return max(self._subset_lost[key] for key in keys.values())
+            return self._layer(node, top).lost_rows(sizes, node.counts(), self.k, self.c, limit)
+        return max(p.lost for p in self._projections_of(node, sizes, tuple(levels), top, limit))
 
     def _entries(self, hist: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The histogram's non-zero (class, value, count) entries of values in S (counts as floats),
@@ -342,6 +440,92 @@ class LKCCriterion(Criterion):
         return self.model.describe()
 
 
+#: the most keys one subset's kept verdicts may span, and all subsets' together (a byte each);
+#: a subset with more is judged by summing its groups at every node, as without levels
+DENSE_SPAN = 1 << 22
+DENSE_TOTAL = 1 << 26
+#: the fewest classes a check reads its first round from the kept projections for
+WHOLE_TABLE_MIN_CLASSES = 1024
+#: a projection group's verdict bits: fewer than K rows; a value's share above C
+WRONG_K = 1
+WRONG_C = 2
+
+
+@dataclass
+class _Projection:
+    """One QI subset at given levels, projected from the whole table (every class kept): per
+    key of the subset's values (mixed radix over `radices`), its group's verdict bits
+    (`flags`: WRONG_K, WRONG_C; None where the key space is too large to keep), their OR over
+    the groups (`wrong`), and the suppression bound's figure (`lost`)."""
+
+    radices: tuple[int, ...]
+    lost: float
+    flags: np.ndarray | None
+    wrong: int   # the OR of every group's bits
+
+
+class _Node:
+    """One check's class table: codes as int64, radices, and, built on first use, the histogram
+    entries (with C), the layers and the dense keys per subset size."""
+
+    def __init__(self, stats: ClassStats, codes: np.ndarray, criterion: LKCCriterion) -> None:
+        self.stats = stats
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.radices = self.codes.max(axis=0) + 1
+        self.radix_tuple = tuple(int(r) for r in self.radices)
+        self.layers: dict[int, _Layer] = {}
+        self._criterion = criterion
+        self._entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None
+        self._keys: dict[int, np.ndarray] = {}
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+        """The histogram entries C judges (None without C)."""
+        if not self._criterion.bounds_confidence:
+            return None
+        if self._entries is None:
+            self._entries = self._criterion._entries(self.stats.histograms[self._criterion.model.attribute])
+        return self._entries
+
+    def counts(self) -> np.ndarray | None:
+        entries = self.entries()
+        return None if entries is None else entries[2]
+
+    def dense_keys(self, size: int) -> np.ndarray:
+        """(subsets x classes) keys of each class on every subset of `size` QIs (in
+        `combinations` order), each subset's offset by the spans of those before it (callers
+        know the spans fit: every one is kept as a `_Projection`)."""
+        if size not in self._keys:
+            subsets = np.array(list(itertools.combinations(range(self.codes.shape[1]), size)),
+                               dtype=np.int64).reshape(-1, size)
+            span = np.prod(self.radices[subsets], axis=1)
+            offsets = np.concatenate(([0], np.cumsum(span)[:-1]))
+            kind = np.int32 if int(span.sum()) < 2 ** 31 else np.int64
+            by_qi = np.ascontiguousarray(self.codes.T, dtype=kind)
+            key = by_qi[subsets[:, 0]]
+            for p in range(1, size):
+                key *= self.radices[subsets[:, p]].astype(kind)[:, None]
+                key += by_qi[subsets[:, p]]
+            key += offsets.astype(kind)[:, None]
+            self._keys[size] = key
+        return self._keys[size]
+
+
+def _dense_keys(codes: np.ndarray, radices: np.ndarray, subsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(classes x subsets) keys of the classes' values on each subset, mixed radix, each subset
+    offset by the spans of those before it, and the offsets; None where the spans overflow int64."""
+    spans = np.prod(radices[subsets].astype(np.float64), axis=1)
+    if float(spans.sum()) >= 2.0 ** 62:
+        return None
+    span = np.prod(radices[subsets], axis=1)
+    key = codes[:, subsets[:, 0]].copy()
+    for p in range(1, subsets.shape[1]):
+        key *= radices[subsets[:, p]]
+        key += codes[:, subsets[:, p]]
+    offsets = np.concatenate(([0], np.cumsum(span)[:-1])).astype(np.int64)
+    key += offsets
+    return key, offsets
+
+
 class _Layer:
     """The projection groups of a node's classes on every QI subset of one size, side by side.
 
@@ -356,25 +540,24 @@ class _Layer:
         subsets = np.array(only if only is not None else list(itertools.combinations(range(codes.shape[1]), size)),
                            dtype=np.int64).reshape(-1, size)
         self.width = subsets.shape[0]
-        spans = np.prod(radices[subsets].astype(np.float64), axis=1)
-        if float(spans.sum()) < 2.0 ** 62:
-            span = np.prod(radices[subsets], axis=1)
-            key = codes[:, subsets[:, 0]].copy()
-            for p in range(1, size):
-                key *= radices[subsets[:, p]]
-                key += codes[:, subsets[:, p]]
-            key += np.concatenate(([0], np.cumsum(span)[:-1]))
-            group, present = _compact(key.ravel())
-            self.group, self.n_groups = group.reshape(key.shape), int(present.shape[0])
+        dense = _dense_keys(codes, radices, subsets)
+        # each class's key on every subset in one key space (None where it would overflow)
+        self.dense, self.offsets = dense if dense is not None else (None, None)
+        if self.dense is not None:
+            group, present = _compact(self.dense.ravel())
+            self.group, self.n_groups = group.reshape(self.dense.shape), int(present.shape[0])
+            # a subset's keys lie in [its offset, the next one's), so its group ids are a run
+            self.starts = np.searchsorted(present, self.offsets)
         else:   # too many value combinations for one key space: each subset on its own
-            columns, offset = [], 0
+            columns, offset, starts = [], 0, []
             for subset in subsets:
                 g, n = _groups(codes[:, subset])
                 columns.append(g + offset)
+                starts.append(offset)
                 offset += n
             self.group, self.n_groups = np.stack(columns, axis=1), offset
+            self.starts = np.array(starts, dtype=np.int64)
         self.entries = entries
-        self._owner: np.ndarray | None = None
         # the sums over the kept classes of the last `failing` (see `_sync`), and that kept set
         self._kept: np.ndarray | None = None
         self._group_size = np.zeros(0)
@@ -403,25 +586,29 @@ class _Layer:
         """Rows per projection group (each class's size added to its group in every subset)."""
         return np.bincount(self.group.ravel(), weights=np.repeat(sizes, self.width), minlength=self.n_groups)
 
-    def lost_groups(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
-        """Per group, the rows `lost_rows` counts for it."""
-        return self.lost_in(self.group_sizes(sizes), counts, k, c)
+    def largest(self, counts: np.ndarray | None) -> np.ndarray | None:
+        """Per group, its largest count of one sensitive value over all the classes (None
+        without histogram entries)."""
+        if counts is None or self.entries is None:
+            return None
+        cell, n_cells, cell_groups, starts = self.cells()
+        if not n_cells:
+            return None
+        summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
+        if starts is None:
+            return summed.reshape(self.n_groups, -1).max(axis=1)
+        largest = np.zeros(self.n_groups, dtype=np.float64)
+        largest[cell_groups] = np.maximum.reduceat(summed, starts)
+        return largest
 
-    def lost_in(self, group_size: np.ndarray, counts: np.ndarray | None, k: int, c: float) -> np.ndarray:
-        """Per group of the given sizes: all its rows below `k`, else its largest sensitive
-        count's excess over share `c` divided by 1 − c (at most the group's rows)."""
+    def lost_in(self, group_size: np.ndarray, largest: np.ndarray | None, k: int, c: float) -> np.ndarray:
+        """Per group of the given sizes and largest value counts: all its rows below `k`, else
+        its largest sensitive count's excess over share `c` divided by 1 − c (at most the
+        group's rows)."""
         lost = np.where(group_size < k, group_size, 0.0)
-        if counts is not None and self.entries is not None and c < 1.0:
-            cell, n_cells, cell_groups, starts = self.cells()
-            if n_cells:
-                summed = np.bincount(cell, weights=np.repeat(counts, self.width), minlength=n_cells)
-                if starts is None:
-                    largest = summed.reshape(self.n_groups, -1).max(axis=1)
-                else:
-                    largest = np.zeros(self.n_groups, dtype=np.float64)
-                    largest[cell_groups] = np.maximum.reduceat(summed, starts)
-                excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
-                lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
+        if largest is not None and c < 1.0:
+            excess = np.maximum(largest - (c + EPS) * group_size, 0.0) / (1.0 - c)
+            lost = np.where(group_size < k, lost, np.minimum(excess, group_size))
         return lost
 
     def lost_rows(self, sizes: np.ndarray, counts: np.ndarray | None, k: int, c: float,
@@ -434,20 +621,15 @@ class _Layer:
             small = self.lost_per_subset(np.where(group_size < k, group_size, 0.0))
             if small.size and float(small.max()) > limit:
                 return float(small.max())
-        per_subset = self.lost_per_subset(self.lost_in(group_size, counts, k, c))
+        per_subset = self.lost_per_subset(self.lost_in(group_size, self.largest(counts), k, c))
         return float(per_subset.max()) if per_subset.size else 0.0
 
     def lost_per_subset(self, lost: np.ndarray) -> np.ndarray:
-        """Per-group figures summed per subset."""
-        return np.bincount(self._subset_of_group(), weights=lost, minlength=self.width)
-
-    def _subset_of_group(self) -> np.ndarray:
-        """The subset (column of `group`) each group id belongs to."""
-        if self._owner is None:
-            owner = np.zeros(self.n_groups, dtype=np.int64)
-            owner[self.group.ravel()] = np.tile(np.arange(self.width, dtype=np.int64), self.group.shape[0])
-            self._owner = owner
-        return self._owner
+        """Per-group figures summed per subset (each subset's groups are one run of ids, and
+        every subset has a group where there are classes)."""
+        if not self.n_groups:
+            return np.zeros(self.width, dtype=np.float64)
+        return np.add.reduceat(np.asarray(lost, dtype=np.float64), self.starts)
 
     def reset(self) -> None:
         """Forget the sums over the kept classes (a new call starts from its own kept set)."""

@@ -81,7 +81,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, zeta
 
 from fedanon.errors import InputError
 from fedanon.model.criterion import Criterion, CriterionContext
@@ -97,6 +97,12 @@ EPS = 1e-9
 CLOSED_FORM_ALPHA = 1e-3
 # the verifier's own estimate is found by another method: it may differ in the last digits
 VERIFY_TOLERANCE = 1e-7
+# Pitman's estimate from `pitman_newton` (parameters to about twelve digits, by another route
+# than `pitman_parameters`) decides a release only where it is farther than this share of τ
+# from τ: a difference in the parameters' last digits moves ln Û by about ten times as much
+# (∂ ln Û/∂α = ln N − ψ(θ + α)), many orders of magnitude below it; nearer τ the exact
+# estimate decides
+ROUGH_MARGIN = 1e-3
 
 
 @register
@@ -188,6 +194,11 @@ def _check(model: PopulationUniqueness) -> None:
 
 
 # ---------------------------------------------------------------------- the criterion's estimate
+def trigamma(x: float) -> float:
+    """ψ'(x) = ζ(2, x) (Hurwitz's zeta), x > 0."""
+    return float(zeta(2.0, x))
+
+
 def pitman_parameters(sizes: np.ndarray) -> tuple[float, float]:
     """(θ̂, α̂) maximizing Pitman's likelihood for classes of these sizes (some of size 1, not all)."""
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -239,18 +250,105 @@ def pitman_parameters(sizes: np.ndarray) -> tuple[float, float]:
     return best_theta(alpha), alpha
 
 
-def pitman_uniques(sizes: np.ndarray, population: float) -> float:
+def pitman_uniques(sizes: np.ndarray, population: float, rough: bool = False) -> float:
     """Hoshino's estimate of the number of population uniques, Γ(θ̂+1)/Γ(θ̂+α̂)·N^α̂, at most N;
-    0 without sample uniques, N when every record is one."""
+    0 without sample uniques, N when every record is one. `rough`: from `pitman_newton`'s
+    parameters where it settles (see `ROUGH_MARGIN`)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     sizes = sizes[sizes > 0]
     if not np.any(sizes == 1):
         return 0.0
     if sizes.shape[0] == int(sizes.sum()):
         return float(population)
-    theta, alpha = pitman_parameters(sizes)
+    found = pitman_newton(sizes) if rough else None
+    theta, alpha = found if found is not None else pitman_parameters(sizes)
     log_uniques = gammaln(theta + 1.0) - gammaln(theta + alpha) + alpha * math.log(population)
     return float(min(math.exp(min(log_uniques, 700.0)), population))
+
+
+def pitman_newton(sizes: np.ndarray, max_steps: int = 60) -> tuple[float, float] | None:
+    """(θ̂, α̂) by Newton's method on Pitman's log-likelihood in both parameters at once, with
+    the sums over the classes in closed form (ψ and ψ' = ζ(2, ·) of θ/α; term by term where
+    α < CLOSED_FORM_ALPHA), a step halved until the likelihood grows where it is not concave:
+    a few evaluations where `pitman_parameters` nests one root search in another. None where
+    it does not settle inside 0 < α < 1, θ > −α (e.g. at α̂ = 0): the caller then solves the
+    score equations one at a time."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    u, n = int(sizes.shape[0]), int(sizes.sum())
+    largest = int(sizes.max())
+    larger = np.bincount(sizes, minlength=largest + 1)[::-1].cumsum()[::-1]
+    ks = np.arange(1, largest, dtype=np.float64)
+    above = larger[2:].astype(np.float64)                             # classes of size > k
+    steps = np.zeros(0)   # i = 1 .. u − 1 where a sum is taken term by term (`terms`)
+
+    def terms() -> np.ndarray:
+        """i = 1 .. u − 1, for the sums term by term (built where first needed)."""
+        nonlocal steps
+        if steps.shape[0] != u - 1:
+            steps = np.arange(1, u, dtype=np.float64)
+        return steps
+
+    def class_sums(theta: float, alpha: float) -> tuple[float, float]:
+        """Σ_{i<u} 1/(θ + iα) and Σ_{i<u} 1/(θ + iα)²."""
+        if alpha < CLOSED_FORM_ALPHA:
+            r = 1.0 / (theta + terms() * alpha)
+            return float(r.sum()), float((r * r).sum())
+        x = theta / alpha
+        return ((digamma(x + u) - digamma(x + 1.0)) / alpha,
+                (trigamma(x + 1.0) - trigamma(x + u)) / (alpha * alpha))
+
+    def likelihood(theta: float, alpha: float) -> float:
+        if alpha < CLOSED_FORM_ALPHA:
+            first = float(np.log(theta + terms() * alpha).sum())
+        else:   # Σ_{i<u} ln(θ + iα) = (u − 1) ln α + ln Γ(θ/α + u) − ln Γ(θ/α + 1)
+            x = theta / alpha
+            first = (u - 1) * math.log(alpha) + gammaln(x + u) - gammaln(x + 1.0)
+        return first - (gammaln(theta + n) - gammaln(theta + 1.0)) + float((above * np.log(ks - alpha)).sum())
+
+    theta, alpha = max(1.0, u / 10.0), 0.5
+    current: float | None = None
+    for _ in range(max_steps):
+        s1, s2 = class_sums(theta, alpha)
+        q = 1.0 / (ks - alpha)
+        # the gradient and the Hessian; Σ i/(θ+iα)^m from Σ 1/(θ+iα)^m, since i = ((θ + iα) − θ)/α
+        g_t = s1 - (digamma(theta + n) - digamma(theta + 1.0))
+        g_a = ((u - 1) - theta * s1) / alpha - float((above * q).sum()) if alpha >= CLOSED_FORM_ALPHA else \
+            float((terms() / (theta + terms() * alpha)).sum()) - float((above * q).sum())
+        h_tt = (trigamma(theta + 1.0) - trigamma(theta + n)) - s2
+        if alpha >= CLOSED_FORM_ALPHA:
+            h_ta = -(s1 - theta * s2) / alpha
+            h_aa = -((u - 1) - 2.0 * theta * s1 + theta * theta * s2) / (alpha * alpha) - float((above * q * q).sum())
+        else:
+            ir = terms() / (theta + terms() * alpha)
+            h_ta = -float((ir / (theta + terms() * alpha)).sum())
+            h_aa = -float((ir * ir).sum()) - float((above * q * q).sum())
+        det = h_tt * h_aa - h_ta * h_ta
+        concave = h_tt < 0 and det > 0
+        if concave:
+            d_t = -(h_aa * g_t - h_ta * g_a) / det
+            d_a = -(h_tt * g_a - h_ta * g_t) / det
+        else:   # up the gradient
+            d_t, d_a = g_t, g_a
+        if abs(d_t) <= 1e-12 * max(1.0, abs(theta)) and abs(d_a) <= 1e-12:
+            theta, alpha = theta + d_t, alpha + d_a
+            return (theta, alpha) if 0.0 < alpha < 1.0 and theta > -alpha else None
+        if concave and 0.0 < alpha + d_a < 1.0 and theta + d_t > -(alpha + d_a):
+            theta, alpha, current = theta + d_t, alpha + d_a, None
+            continue
+        if current is None:
+            current = likelihood(theta, alpha)
+        t = 1.0
+        while True:
+            nt, na = theta + t * d_t, alpha + t * d_a
+            if 0.0 < na < 1.0 and nt > -na:
+                value = likelihood(nt, na)
+                if value >= current:
+                    break
+            t *= 0.5
+            if t < 1e-12:
+                return None
+        theta, alpha, current = nt, na, value
+    return None
 
 
 def zayatz_uniques(sizes: np.ndarray, population: float) -> float:
@@ -324,11 +422,23 @@ class PopulationUniquenessCriterion(Criterion):
         estimate = zayatz_uniques if self.model.estimator == "zayatz" else pitman_uniques
         return estimate(sizes, self.population) / self.population
 
+    def holds(self, sizes: np.ndarray) -> bool:
+        """Whether the estimate is at most τ: Pitman's (also as Dankar's rule's at π ≤ 0.1) from
+        the rough roots where that is far from τ (`ROUGH_MARGIN`), else the exact `share`."""
+        bound = self.model.threshold + EPS
+        pitman = self.model.estimator == "pitman" or (self.model.estimator == "dankar"
+                                                      and self.model.sampling_fraction <= DANKAR_PITMAN_FRACTION)
+        if pitman and self.population is not None:
+            rough = pitman_uniques(sizes, self.population, rough=True) / self.population
+            if abs(rough - bound) > ROUGH_MARGIN * bound:
+                return rough <= bound
+        return self.share(sizes) <= bound
+
     def enforce(self, sizes: np.ndarray, failing: np.ndarray) -> np.ndarray:
         sizes = np.asarray(sizes, dtype=np.int64)
         kept = ~failing & (sizes > 0)
         singles = kept & (sizes == 1)
-        if not singles.any() or self.share(sizes[kept]) <= self.model.threshold + EPS:
+        if not singles.any() or self.holds(sizes[kept]):
             return failing
         return failing | singles
 

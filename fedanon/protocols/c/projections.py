@@ -76,7 +76,9 @@ class LabelledCriterion(Criterion):
         return self.inner.classes_ok(stats)
 
     def enforce_classes(self, stats: ClassStats, codes: np.ndarray | None, failing: np.ndarray,
-                        limit: int | None = None) -> np.ndarray:
+                        limit: int | None = None, levels: tuple[int, ...] | None = None) -> np.ndarray:
+        # `levels` is not handed on: the labels are drawn afresh per node, so nothing keyed by
+        # levels may be kept between checks
         if self.labels is None or self.labels.shape[0] != stats.sizes.shape[0]:
             raise ProtocolError(f"{self.inner.describe()} needs the node's projection labels, which the helper "
                                 "did not send")

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedanon

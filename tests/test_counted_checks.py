@@ -350,3 +350,37 @@ def test_left_out_classes_that_miss_the_screening_rows_are_refused(adult, pailli
     with pytest.raises(ProtocolError, match="screening sum's rows"):
         search(st, checker)
     checker.close()
+
+
+@pytest.mark.parametrize("cfg", [AnonymizationConfig(QIS, k=5, metric="nonuniform-entropy"),
+                                 AnonymizationConfig(QIS, k=2, metric="nonuniform-entropy",
+                                                     l_diversity=LDiversity("recursive", 3, "occupation", c=4))],
+                         ids=["sizes", "histograms"])
+def test_leaf_marginals_from_the_bottom_are_the_row_counters_sums(adult, elgamal_key, cfg):
+    """The setup's per-QI leaf marginals and totals, rolled up from the bottom node's sums, must
+    be the very ciphertexts summing the row counters per leaf gives (and decrypt to the true
+    rows per leaf): a wrong column, leaf order or empty leaf would change the entropy metric."""
+    columns, rows, hier = adult
+    rng = np.random.default_rng(5)
+    fakes = resample_rows(rows, len(rows) // 4, rng=rng)
+    real = np.r_[np.ones(len(rows), bool), np.zeros(len(fakes), bool)]
+    table = EncodedTable.from_rows(columns, rows + fakes)
+    pub = elgamal_key.public_key
+    counters = RowCounters(pub.load(pub.encrypt_counters(real.tolist())))
+    structure = prepare_structure(table, hier, cfg, require_subset=False)
+    checker = EncryptedCountChecker(structure, pub, counters, lambda request: b"")
+    leaves = [int(cm.shape[1]) for cm in structure.code_maps]
+    marginals = checker.sums.leaf_marginals(leaves)
+    for i, d0 in enumerate(leaves):
+        col = np.asarray(structure.grouper.qi_column(i), dtype=np.int64)
+        bounds = np.bincount(col, minlength=d0).tolist()
+        expected = pub.sums_message(pub.sum_by_class(counters.real, col.tolist(), d0), bounds)
+        assert pub.sums_message(marginals[i], bounds) == expected
+        counts = elgamal_key.decrypt_class_counts(expected, d0)
+        assert counts == np.bincount(col[real], minlength=d0).tolist()
+    totals = checker.sums.bottom_total()
+    direct = checker.sums.from_rows(np.zeros(table.n_rows, dtype=np.int64), 1)
+    assert set(totals) == set(direct)
+    for name, (sums, bounds) in totals.items():
+        assert pub.sums_message(sums, bounds.tolist()) == pub.sums_message(direct[name][0], direct[name][1].tolist())
+    checker.close()

@@ -209,8 +209,9 @@ class EncryptedCountChecker(Checker):
         """Encrypted totals (one 'class' holding every row) + structure facts the judge needs."""
         top = tuple(int(h) - 1 for h in self.structure.lattice.heights)
         n = self.structure.table.n_rows
-        ids = np.zeros(n, dtype=np.int64)
-        parts = self.sums.from_rows(ids, 1)
+        entropy = self.config.metric in ENTROPY_METRICS
+        # entropy metrics need the bottom's sums for the leaf marginals: the totals roll up from them too
+        parts = self.sums.bottom_total() if entropy else self.sums.from_rows(np.zeros(n, dtype=np.int64), 1)
         control = {"heights": list(self.structure.lattice.heights), "metric": self.config.metric,
                    "sensitive": {a: int(self.grouper.sensitive_sizes[a]) for a in self.attributes},
                    "top": list(top)}
@@ -218,7 +219,7 @@ class EncryptedCountChecker(Checker):
         for attr, cmap in self.structure.sensitive_code_maps.items():
             message[f"map/{attr}"] = np.ascontiguousarray(cmap, dtype="<i4").tobytes()
             control.setdefault("map_shapes", {})[attr] = list(cmap.shape)
-        if self.config.metric in ENTROPY_METRICS:
+        if entropy:
             control["leaves"] = self._leaf_marginals(message)
             control["level_sizes"] = [[len(d) for d in dicts] for dicts in self.structure.level_dicts]
         return codec.pack_message({"control": json.dumps(control).encode(), **message})
@@ -226,12 +227,13 @@ class EncryptedCountChecker(Checker):
     def _leaf_marginals(self, message: dict[str, bytes]) -> list[int]:
         """Per QI: encrypted real rows per leaf value in a fresh order, and per level which of
         those leaves share a generalized value (labels drawn at random). Returns leaves per QI."""
-        leaves = []
+        leaves = [int(cm.shape[1]) for cm in self.structure.code_maps]
+        marginals = self.sums.leaf_marginals(leaves)
         for i, cm in enumerate(self.structure.code_maps):
             height, d0 = int(cm.shape[0]), int(cm.shape[1])
             col = np.asarray(self.grouper.qi_column(i), dtype=np.int64)
             order = random_permutation(d0)  # position p holds leaf order[p]
-            sums = self.key.sum_by_class(self.counters.real, col.tolist(), d0)
+            sums = marginals[i]
             message[f"leaves/{i}"] = self.key.sums_message(sums, np.bincount(col, minlength=d0).tolist(),
                                                            order.tolist())
             groups = np.empty((height, d0), dtype="<i4")
@@ -239,7 +241,6 @@ class EncryptedCountChecker(Checker):
                 relabel = random_permutation(len(self.structure.level_dicts[i][level]))
                 groups[level] = relabel[np.asarray(cm[level], dtype=np.int64)[order]]
             message[f"groups/{i}"] = groups.tobytes()
-            leaves.append(d0)
         return leaves
 
     def adopt(self, facts: JudgeFacts) -> None:

@@ -731,10 +731,17 @@ class _Layer:
         kept) hold more than `limit` rows (the node fails in any case)."""
         self._sync(kept, sizes, counts, with_cells=False)
         group_size = self._group_size
+        # a group of no rows holds no kept class where every class has rows: where no other group
+        # fails, no kept class does, and the gather over every (class, subset) is skipped (the
+        # last round of every check; the rounds C alone fails)
+        live = group_size > 0 if bool((sizes > 0).all()) else None
         if k is not None:
             wrong = group_size < k
             if limit is not None:
-                bad = wrong[self.group].any(axis=1) & kept
+                if live is not None and not (wrong & live).any():
+                    bad = np.zeros(kept.shape[0], dtype=bool)
+                else:
+                    bad = wrong[self.group].any(axis=1) & kept
                 if float(sizes[~kept | bad].sum()) > limit:
                     return bad
         else:
@@ -751,6 +758,8 @@ class _Layer:
                     largest = np.zeros(self.n_groups, dtype=np.float64)
                     largest[cell_groups] = np.maximum.reduceat(summed, starts)
                 wrong |= largest > (c + EPS) * group_size
+        if live is not None and not (wrong & live).any():
+            return np.zeros(kept.shape[0], dtype=bool)
         return wrong[self.group].any(axis=1) & kept
 
 

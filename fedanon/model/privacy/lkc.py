@@ -532,13 +532,15 @@ class _Node:
     def __init__(self, stats: ClassStats, codes: np.ndarray, criterion: LKCCriterion) -> None:
         self.stats = stats
         raw = np.asarray(codes)
-        self.radices = raw.max(axis=0).astype(np.int64) + 1   # on the grouper's narrower codes: faster
+        # the codes QI by QI (rows): a maximum per row is several times faster than one per
+        # column of the classes x QIs matrix; `dense_keys` reads the rows too
+        self._by_qi = np.ascontiguousarray(raw.T)
+        self.radices = self._by_qi.max(axis=1).astype(np.int64) + 1
         self.codes = raw.astype(np.int64, copy=False)
         self.radix_tuple = tuple(int(r) for r in self.radices)
         self.layers: dict[int, _Layer] = {}
         self._criterion = criterion
         self._entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None
-        self._by_qi: np.ndarray | None = None   # the codes QI by QI (rows), for `dense_keys`
 
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
         """The histogram entries C judges (None without C)."""
@@ -562,8 +564,8 @@ class _Node:
         span = np.prod(self.radices[subsets], axis=1)
         offsets = np.concatenate(([0], np.cumsum(span)[:-1]))[rows]
         kind = np.int32 if int(span.sum()) < 2 ** 31 else np.int64
-        if self._by_qi is None or self._by_qi.dtype != kind:
-            self._by_qi = np.ascontiguousarray(self.codes.T, dtype=kind)
+        if self._by_qi.dtype != kind:
+            self._by_qi = self._by_qi.astype(kind)
         chosen = subsets[rows]
         key = self._by_qi[chosen[:, 0]]
         for p in range(1, size):
@@ -580,10 +582,10 @@ def _dense_keys(codes: np.ndarray, radices: np.ndarray, subsets: np.ndarray) -> 
     if float(spans.sum()) >= 2.0 ** 62:
         return None
     span = np.prod(radices[subsets], axis=1)
-    key = codes[:, subsets[:, 0]].copy()
+    key = codes.take(subsets[:, 0], axis=1)   # a copy; `take` gathers columns faster than indexing
     for p in range(1, subsets.shape[1]):
         key *= radices[subsets[:, p]]
-        key += codes[:, subsets[:, p]]
+        key += codes.take(subsets[:, p], axis=1)
     offsets = np.concatenate(([0], np.cumsum(span)[:-1])).astype(np.int64)
     key += offsets
     return key, offsets

@@ -318,10 +318,10 @@ class LKCCriterion(Criterion):
         n = node.codes.shape[0]
         if not todo:
             return np.zeros(n, dtype=bool)
-        layer = _Layer(node.codes, node.radices, size, None, only=[picks[j][0] for j in todo])
+        layer = _Layer(node.codes, node.radices, size, None, only=[picks[j][0] for j in todo], sparse_ids=True)
         group_size = layer.group_sizes(sizes)
         small = group_size < self.k
-        bits = small.astype(np.uint8)   # WRONG_K
+        bits = (small & (group_size > 0)).astype(np.uint8)   # WRONG_K (a key no class has is no group)
         wrong = small if need_k else np.zeros(layer.n_groups, dtype=bool)
         if need_k and limit is not None:
             bad = wrong[layer.group].any(axis=1)
@@ -600,15 +600,21 @@ class _Layer:
 
     def __init__(self, codes: np.ndarray, radices: np.ndarray, size: int,
                  entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None,
-                 only: list[tuple[int, ...]] | None = None) -> None:
-        """`only`: these subsets of the size instead of all of them."""
+                 only: list[tuple[int, ...]] | None = None, sparse_ids: bool = False) -> None:
+        """`only`: these subsets of the size instead of all of them. `sparse_ids`: where the key
+        space is small, the keys themselves are the group ids (no compaction; a key no class has
+        is a group of no rows, which the caller must leave out of per-subset verdicts)."""
         subsets = np.array(only if only is not None else list(itertools.combinations(range(codes.shape[1]), size)),
                            dtype=np.int64).reshape(-1, size)
         self.width = subsets.shape[0]
         dense = _dense_keys(codes, radices, subsets)
         # each class's key on every subset in one key space (None where it would overflow)
         self.dense, self.offsets = dense if dense is not None else (None, None)
-        if self.dense is not None:
+        span = int(self.dense.max()) + 1 if self.dense is not None and sparse_ids and self.dense.size else 0
+        if span and span < 8 * self.dense.size + 4096:
+            # a subset's keys lie in [its offset, the next one's): the offsets start its runs
+            self.group, self.n_groups, self.starts = self.dense, span, self.offsets
+        elif self.dense is not None:
             group, present = _compact(self.dense.ravel())
             self.group, self.n_groups = group.reshape(self.dense.shape), int(present.shape[0])
             # a subset's keys lie in [its offset, the next one's), so its group ids are a run

@@ -214,6 +214,10 @@ class LKCCriterion(Criterion):
         self._projections: dict[tuple[tuple[int, ...], tuple[int, ...]], _Projection] = {}
         self._dense_cells = 0   # the keys the projections' flags hold in all (bounded by DENSE_TOTAL)
         self._subsets: dict[tuple[int, int], list] = {}   # `_picks` per (QIs, subset size)
+        # per (QI subset, its levels, its radices): the verdict bits of the whole table's projection
+        # (WRONG_K, WRONG_C, and KNOWN_C where C was judged), so a first round skips the subsets
+        # known to pass; a function of the table alone, like `_projections`
+        self._verdicts: dict[tuple[tuple[int, ...], Any, Any], int] = {}
 
     def prepare(self, context: CriterionContext) -> None:
         if not self.bounds_confidence or self.model.values is None:
@@ -249,7 +253,7 @@ class LKCCriterion(Criterion):
         classes whose L-subsets' projections are all kept)."""
         if codes is None:
             raise ValueError("LKC-privacy is judged on the classes' QI codes")
-        codes = np.asarray(codes, dtype=np.int64)
+        codes = np.asarray(codes)   # as int64 once per node (`_Node`)
         kept = ~np.asarray(failing, dtype=bool)
         sizes = np.asarray(stats.sizes, dtype=np.float64)
         if limit is not None and float(sizes[~kept].sum()) > limit:
@@ -265,6 +269,8 @@ class LKCCriterion(Criterion):
         # than looking the keys up, counting the kept projections' upkeep
         whole = levels is not None and codes.shape[0] >= WHOLE_TABLE_MIN_CLASSES and bool(kept.all())
 
+        first = levels is not None and bool(kept.all())   # this round's groups are the whole table's
+
         def failing_on(size: int, k: int | None, below: int | None) -> np.ndarray:
             if whole:
                 assert levels is not None
@@ -274,6 +280,9 @@ class LKCCriterion(Criterion):
                 found = self._whole_table_failing(node, sizes, levels, size, k, below, build=size < top)
                 if found is not None:
                     return found
+            if first and not whole:   # (a large table's layer is built once for its later rounds)
+                assert levels is not None
+                return self._first_round_failing(node, sizes, levels, size, k, below)
             return self._layer(node, size).failing(kept, sizes, node.counts(), k, self.c, below)
 
         while kept.any():
@@ -287,8 +296,57 @@ class LKCCriterion(Criterion):
             if limit is not None and float(sizes[~kept | bad].sum()) > limit:
                 return ~kept | bad   # the node fails whatever the later rounds add
             kept &= ~bad
-            whole = False
+            whole = first = False
         return ~kept
+
+    def _first_round_failing(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
+                             k: int | None, limit: int | None) -> np.ndarray:
+        """`_Layer.failing` with every class kept, grouping only the subsets of `size` QIs not known
+        to pass at their levels: with every class kept a subset's groups are the whole table's
+        projection onto it, so its verdict is that of every earlier node at the same levels on
+        it; a subset known to pass adds no class, so leaving it out changes nothing (the classes
+        K fails alone are the same, and so are those C fails). The verdicts found are kept."""
+        picks = self._picks(node.codes.shape[1], size)
+        keys = [(subset, pick(levels), pick(node.radix_tuple)) for subset, pick in picks]
+        need_k = k is not None
+        todo = []
+        for j, key in enumerate(keys):
+            bits = self._verdicts.get(key)
+            if (bits is None or (need_k and bits & WRONG_K)
+                    or (self.bounds_confidence and (not bits & KNOWN_C or bits & WRONG_C))):
+                todo.append(j)
+        n = node.codes.shape[0]
+        if not todo:
+            return np.zeros(n, dtype=bool)
+        layer = _Layer(node.codes, node.radices, size, None, only=[picks[j][0] for j in todo], sparse_ids=True)
+        group_size = layer.group_sizes(sizes)
+        small = group_size < self.k
+        bits = (small & (group_size > 0)).astype(np.uint8)   # WRONG_K (a key no class has is no group)
+        wrong = small if need_k else np.zeros(layer.n_groups, dtype=bool)
+        if need_k and limit is not None:
+            bad = wrong[layer.group].any(axis=1)
+            if float(sizes[bad].sum()) > limit:
+                self._keep_verdicts(keys, todo, layer, bits)
+                return bad
+        if self.bounds_confidence:
+            layer.entries = node.entries()
+            largest = layer.largest(node.counts())
+            judged = np.full(layer.n_groups, KNOWN_C, dtype=np.uint8)
+            if largest is not None:
+                over = largest > (self.c + EPS) * group_size
+                wrong = wrong | over
+                judged |= np.where(over, WRONG_C, 0).astype(np.uint8)
+            bits |= judged
+        self._keep_verdicts(keys, todo, layer, bits)
+        return wrong[layer.group].any(axis=1)
+
+    def _keep_verdicts(self, keys: list, todo: list[int], layer: "_Layer", bits: np.ndarray) -> None:
+        """Each grouped subset's verdict bits (the OR over its groups), kept per subset and levels."""
+        if not bits.size:
+            return
+        per_subset = np.bitwise_or.reduceat(bits, layer.starts).tolist()
+        for at, j in enumerate(todo):
+            self._verdicts[keys[j]] = int(per_subset[at])
 
     def _whole_table_failing(self, node: "_Node", sizes: np.ndarray, levels: tuple[int, ...], size: int,
                              k: int | None, limit: int | None, build: bool = True) -> np.ndarray | None:
@@ -308,8 +366,7 @@ class LKCCriterion(Criterion):
             return bad   # no group of any subset fails: nothing to look up
         # per class, the OR of its groups' flags over the subsets: bit 1 K fails, bit 2 C does
         flat = np.concatenate([p.flags for p in projections])   # type: ignore[misc]
-        keys = node.dense_keys(size)
-        found = np.bitwise_or.reduce(flat[keys[flagged]], axis=0)
+        found = np.bitwise_or.reduce(flat[node.dense_keys(size, flagged)], axis=0)
         if k is not None:
             bad = (found & WRONG_K).astype(bool)
             if limit is not None and float(sizes[bad].sum()) > limit:
@@ -407,7 +464,7 @@ class LKCCriterion(Criterion):
         whose levels no earlier node had, and none where a kept figure already exceeds `limit`."""
         if codes is None or stats.sizes.shape[0] == 0:
             return 0.0
-        codes = np.asarray(codes, dtype=np.int64)
+        codes = np.asarray(codes)
         top = min(self.model.l, codes.shape[1] if codes.ndim == 2 else 0)
         if top == 0:
             return 0.0
@@ -428,9 +485,11 @@ class LKCCriterion(Criterion):
         else:
             dense = np.asarray(hist)
             domain = int(dense.shape[1])
-            cls, value = np.nonzero(dense)
-            count = dense[cls, value]
-            cls, value, count = cls.astype(np.int64), value.astype(np.int64), np.asarray(count, dtype=np.int64)
+            # the non-zero cells found on a bool mask (nonzero() on numbers is several times slower)
+            flat = dense.ravel()
+            at = np.flatnonzero(flat != 0)
+            cls, value = np.divmod(at.astype(np.int64), np.int64(max(domain, 1)))
+            count = np.asarray(flat[at], dtype=np.int64)
         if self._chosen is not None:
             keep = self._chosen[value]
             cls, value, count = cls[keep], value[keep], count[keep]
@@ -449,6 +508,8 @@ WHOLE_TABLE_MIN_CLASSES = 1024
 #: a projection group's verdict bits: fewer than K rows; a value's share above C
 WRONG_K = 1
 WRONG_C = 2
+#: a kept verdict's bit: C was judged (WRONG_C is meaningful)
+KNOWN_C = 4
 
 
 @dataclass
@@ -470,13 +531,16 @@ class _Node:
 
     def __init__(self, stats: ClassStats, codes: np.ndarray, criterion: LKCCriterion) -> None:
         self.stats = stats
-        self.codes = np.asarray(codes, dtype=np.int64)
-        self.radices = self.codes.max(axis=0) + 1
+        raw = np.asarray(codes)
+        # the codes QI by QI (rows): a maximum per row is several times faster than one per
+        # column of the classes x QIs matrix; `dense_keys` reads the rows too
+        self._by_qi = np.ascontiguousarray(raw.T)
+        self.radices = self._by_qi.max(axis=1).astype(np.int64) + 1
+        self.codes = raw.astype(np.int64, copy=False)
         self.radix_tuple = tuple(int(r) for r in self.radices)
         self.layers: dict[int, _Layer] = {}
         self._criterion = criterion
         self._entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None
-        self._keys: dict[int, np.ndarray] = {}
 
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
         """The histogram entries C judges (None without C)."""
@@ -490,24 +554,25 @@ class _Node:
         entries = self.entries()
         return None if entries is None else entries[2]
 
-    def dense_keys(self, size: int) -> np.ndarray:
-        """(subsets x classes) keys of each class on every subset of `size` QIs (in
-        `combinations` order), each subset's offset by the spans of those before it (callers
-        know the spans fit: every one is kept as a `_Projection`)."""
-        if size not in self._keys:
-            subsets = np.array(list(itertools.combinations(range(self.codes.shape[1]), size)),
-                               dtype=np.int64).reshape(-1, size)
-            span = np.prod(self.radices[subsets], axis=1)
-            offsets = np.concatenate(([0], np.cumsum(span)[:-1]))
-            kind = np.int32 if int(span.sum()) < 2 ** 31 else np.int64
-            by_qi = np.ascontiguousarray(self.codes.T, dtype=kind)
-            key = by_qi[subsets[:, 0]]
-            for p in range(1, size):
-                key *= self.radices[subsets[:, p]].astype(kind)[:, None]
-                key += by_qi[subsets[:, p]]
-            key += offsets.astype(kind)[:, None]
-            self._keys[size] = key
-        return self._keys[size]
+    def dense_keys(self, size: int, rows: list[int]) -> np.ndarray:
+        """(rows x classes) keys of each class on the subsets of `size` QIs numbered `rows` (in
+        `combinations` order), each subset's offset by the spans of all those before it (callers
+        know the spans fit: every one is kept as a `_Projection`); only the subsets asked for
+        are computed (a check looks up the subsets with a failing group only)."""
+        subsets = np.array(list(itertools.combinations(range(self.codes.shape[1]), size)),
+                           dtype=np.int64).reshape(-1, size)
+        span = np.prod(self.radices[subsets], axis=1)
+        offsets = np.concatenate(([0], np.cumsum(span)[:-1]))[rows]
+        kind = np.int32 if int(span.sum()) < 2 ** 31 else np.int64
+        if self._by_qi.dtype != kind:
+            self._by_qi = self._by_qi.astype(kind)
+        chosen = subsets[rows]
+        key = self._by_qi[chosen[:, 0]]
+        for p in range(1, size):
+            key *= self.radices[chosen[:, p]].astype(kind)[:, None]
+            key += self._by_qi[chosen[:, p]]
+        key += offsets.astype(kind)[:, None]
+        return key
 
 
 def _dense_keys(codes: np.ndarray, radices: np.ndarray, subsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -517,10 +582,10 @@ def _dense_keys(codes: np.ndarray, radices: np.ndarray, subsets: np.ndarray) -> 
     if float(spans.sum()) >= 2.0 ** 62:
         return None
     span = np.prod(radices[subsets], axis=1)
-    key = codes[:, subsets[:, 0]].copy()
+    key = codes.take(subsets[:, 0], axis=1)   # a copy; `take` gathers columns faster than indexing
     for p in range(1, subsets.shape[1]):
         key *= radices[subsets[:, p]]
-        key += codes[:, subsets[:, p]]
+        key += codes.take(subsets[:, p], axis=1)
     offsets = np.concatenate(([0], np.cumsum(span)[:-1])).astype(np.int64)
     key += offsets
     return key, offsets
@@ -535,15 +600,21 @@ class _Layer:
 
     def __init__(self, codes: np.ndarray, radices: np.ndarray, size: int,
                  entries: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None,
-                 only: list[tuple[int, ...]] | None = None) -> None:
-        """`only`: these subsets of the size instead of all of them."""
+                 only: list[tuple[int, ...]] | None = None, sparse_ids: bool = False) -> None:
+        """`only`: these subsets of the size instead of all of them. `sparse_ids`: where the key
+        space is small, the keys themselves are the group ids (no compaction; a key no class has
+        is a group of no rows, which the caller must leave out of per-subset verdicts)."""
         subsets = np.array(only if only is not None else list(itertools.combinations(range(codes.shape[1]), size)),
                            dtype=np.int64).reshape(-1, size)
         self.width = subsets.shape[0]
         dense = _dense_keys(codes, radices, subsets)
         # each class's key on every subset in one key space (None where it would overflow)
         self.dense, self.offsets = dense if dense is not None else (None, None)
-        if self.dense is not None:
+        span = int(self.dense.max()) + 1 if self.dense is not None and sparse_ids and self.dense.size else 0
+        if span and span < 8 * self.dense.size + 4096:
+            # a subset's keys lie in [its offset, the next one's): the offsets start its runs
+            self.group, self.n_groups, self.starts = self.dense, span, self.offsets
+        elif self.dense is not None:
             group, present = _compact(self.dense.ravel())
             self.group, self.n_groups = group.reshape(self.dense.shape), int(present.shape[0])
             # a subset's keys lie in [its offset, the next one's), so its group ids are a run
@@ -668,10 +739,17 @@ class _Layer:
         kept) hold more than `limit` rows (the node fails in any case)."""
         self._sync(kept, sizes, counts, with_cells=False)
         group_size = self._group_size
+        # a group of no rows holds no kept class where every class has rows: where no other group
+        # fails, no kept class does, and the gather over every (class, subset) is skipped (the
+        # last round of every check; the rounds C alone fails)
+        live = group_size > 0 if bool((sizes > 0).all()) else None
         if k is not None:
             wrong = group_size < k
             if limit is not None:
-                bad = (wrong[self.group] & kept[:, None]).any(axis=1)
+                if live is not None and not (wrong & live).any():
+                    bad = np.zeros(kept.shape[0], dtype=bool)
+                else:
+                    bad = wrong[self.group].any(axis=1) & kept
                 if float(sizes[~kept | bad].sum()) > limit:
                     return bad
         else:
@@ -688,7 +766,9 @@ class _Layer:
                     largest = np.zeros(self.n_groups, dtype=np.float64)
                     largest[cell_groups] = np.maximum.reduceat(summed, starts)
                 wrong |= largest > (c + EPS) * group_size
-        return (wrong[self.group] & kept[:, None]).any(axis=1)
+        if live is not None and not (wrong & live).any():
+            return np.zeros(kept.shape[0], dtype=bool)
+        return wrong[self.group].any(axis=1) & kept
 
 
 def _groups(columns: np.ndarray) -> tuple[np.ndarray, int]:

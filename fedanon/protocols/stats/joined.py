@@ -215,13 +215,18 @@ def _joined_cells(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[Joi
         raise ProtocolError("the parties' identifier tokens differ (duplicates or persons held by only some "
                             "parties); the joined tables cannot be counted")
     joined, alignment = join_on_tid(tables, tokens)
-    out = []
-    for plan in plans:
-        cell = np.zeros(joined.n_rows, dtype=np.int64)
-        for (party, _positions), radix in zip(plan.parts, plan.radices):
-            cell = cell * radix + joined.codes[:, joined.columns.index(f"{party}/{plan.segment}")].astype(np.int64)
-        out.append(cell)
-    return out, alignment
+    return [combined_cells(joined, plan, [f"{party}/{plan.segment}" for party, _positions in plan.parts])
+            for plan in plans], alignment
+
+
+def combined_cells(joined: EncodedTable, plan: JoinPlan, columns: Sequence[str]) -> np.ndarray:
+    """Every joined row's cell of the table `plan`: the cells of its parts (`columns`, in part
+    order) as the digits of one mixed-radix number over the parts' radices. Both joins (the
+    helper's here, A's master in `ring.py`) number a joined table's cells this way."""
+    cell = np.zeros(joined.n_rows, dtype=np.int64)
+    for column, radix in zip(columns, plan.radices):
+        cell = cell * radix + joined.codes[:, joined.columns.index(column)].astype(np.int64)
+    return cell
 
 
 def count_joined(shares: Mapping[str, Mapping[str, bytes]], plans: Sequence[JoinPlan]) -> list[np.ndarray]:

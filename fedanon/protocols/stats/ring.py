@@ -47,7 +47,7 @@ from fedanon.errors import ProtocolError
 from fedanon.protocols.a.protocol import ColumnKeys, OpCounter, Share, hash_input, ring_encrypt
 from fedanon.protocols.kit import codec
 from fedanon.protocols.kit.integration import check_tids, join_on_tid
-from fedanon.protocols.stats.joined import JoinPlan, own_parts
+from fedanon.protocols.stats.joined import JoinPlan, combined_cells, own_parts
 
 #: the name the identifiers are hashed and encrypted under (each party's TID column may be named alike or not)
 TID_NAME = "stats/tid"
@@ -133,17 +133,15 @@ def count_encrypted_join(shares: Sequence[Share], plans: Sequence[JoinPlan]
     joined, _alignment = join_on_tid(tables, tokens)
     out = []
     for plan in plans:
-        cell = np.zeros(joined.n_rows, dtype=np.int64)
-        for part, radix in enumerate(plan.radices):
-            column = part_column(plan, part)
+        columns = [part_column(plan, part) for part in range(len(plan.radices))]
+        for column, radix in zip(columns, plan.radices):
             if column not in dictionaries or len(dictionaries[column]) != radix \
                     or len(set(dictionaries[column])) != radix:
                 raise ProtocolError(f"the share of part {column!r} does not carry its {radix} cells")
-            codes = joined.codes[:, joined.columns.index(column)].astype(np.int64)
+            codes = joined.codes[:, joined.columns.index(column)]
             if len(codes) and (codes.min() < 0 or codes.max() >= radix):
                 raise ProtocolError(f"the share of part {column!r} has rows outside its cells")
-            cell = cell * radix + codes
-        out.append(np.bincount(cell, minlength=plan.cells).astype(np.int64))
+        out.append(np.bincount(combined_cells(joined, plan, columns), minlength=plan.cells).astype(np.int64))
     return out, dictionaries
 
 

@@ -5,6 +5,7 @@
                                 [--split horizontal vertical] [--transport grpc|memory]
                                 [--suppression 0 0.02 0.05] [--metric loss nonuniform-entropy]
                                 [--model k recursive-l] [--baseline DIR [--baseline-timeout S]] [--no-b]
+                                [--repeat N]
 
 ADULT (bundled copy, 30,162 rows, 8 QIs, loss metric, no suppression unless told), 3 primaries +
 helper, 25 % pseudotuples, for each model, k, suppression, metric, counter scheme and split.
@@ -31,6 +32,11 @@ References:
 
 Also per run: key-holder round trips (c/check -> c/answer), checks the key holder decided from
 one screening sum, suppression rounds.
+
+With `--repeat N` every C run is made N times, one after the other: the row reports the median
+time (with the fastest and slowest in "range") and the phases, bytes and counts of the median
+run; every repetition must equal the centralized result. Why: the daemons' wall time on a
+2-core machine varies by ±20 % from run to run, more than many of the differences measured.
 """
 
 from __future__ import annotations
@@ -97,6 +103,13 @@ def _c_run(columns, rows, paths, config, split: str, scheme: str, args) -> dict[
     return m
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median time (of an even number, the slower of the middle two): its
+    phases, bytes and counts stand for the configuration."""
+    ordered = sorted(runs, key=lambda r: r["elapsed_s"])
+    return ordered[len(ordered) // 2]
+
+
 def config_for(model: str, k: int, suppression: float, metric: str) -> AnonymizationConfig:
     if model == "recursive-l":
         return AnonymizationConfig(L_QIS, k=k, suppression=suppression, metric=metric,
@@ -136,8 +149,11 @@ def main() -> int:
     ap.add_argument("--no-b", action="store_true", help="skip the Protocol B reference runs")
     ap.add_argument("--baseline", type=Path, default=None, help="checkout of the revision to compare with")
     ap.add_argument("--baseline-timeout", type=float, default=600.0)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per C configuration (median reported)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
 
     columns, rows = read_table_csv(DATA / "adult.csv")
     paths = {q: DATA / f"adult_hierarchy_{q}.csv" for q in QIS + L_QIS}
@@ -159,7 +175,7 @@ def main() -> int:
                                "dissertation": DISSERTATION, "baseline": str(args.baseline) if args.baseline else None,
                                "runs": [], "reference_b": []}
     print()
-    print(f"{'model':<12}{'split':<11}{'k':>4}{'supp':>6}  {'metric':<19}{'counters':<9}{'total s':>8}{'B s':>7}{'vs B':>7}{'old s':>8}{'x old':>7}  "
+    print(f"{'model':<12}{'split':<11}{'k':>4}{'supp':>6}  {'metric':<19}{'counters':<9}{'total s':>8}{'B s':>7}{'vs B':>7}{'old s':>8}{'x old':>7}{'range':>13}  "
           f"{'recipient s: enc / int / anon / dec':<37}{'MB':>7}{'checks':>7}{'trips':>6}{'screened':>9}{'supp rd':>8}"
           f"  equal  load")
     failures = 0
@@ -179,9 +195,16 @@ def main() -> int:
                             "wall_s": round(time.perf_counter() - t, 3)})
                 results["reference_b"].append(b_m)
             for scheme in args.counters:
-                m = _c_run(columns, rows, paths, config, split, scheme, args)
-                equal = not differences(central, m["transformation"], m.pop("columns"), m.pop("rows"))
+                repetitions = []
+                for _ in range(args.repeat):
+                    one = _c_run(columns, rows, paths, config, split, scheme, args)
+                    one["equal"] = not differences(central, one["transformation"], one.pop("columns"), one.pop("rows"))
+                    repetitions.append(one)
+                times = sorted(r["elapsed_s"] for r in repetitions)
+                m = median_run(repetitions)
+                equal = all(r["equal"] for r in repetitions)
                 failures += not equal
+                spread = f"{times[0]:.1f}-{times[-1]:.1f}" if len(times) > 1 else "-"
                 ratio = m["elapsed_s"] / b_m["elapsed_s"] if b_m and b_m["elapsed_s"] else float("nan")
                 old = _baseline(args, model, k, suppression, metric, split, scheme) if args.baseline else None
                 old_s = None if old is None else old["elapsed_s"]
@@ -190,14 +213,15 @@ def main() -> int:
                     else f"{old_s:.1f}"
                 phases = " / ".join(f"{m['recipient_s'][p]:.1f}" for p in PHASES)
                 print(f"{model:<12}{split:<11}{k:>4}{suppression:>6.0%}  {metric:<19}{scheme:<9}{m['elapsed_s']:>8.2f}"
-                      f"{(b_m['elapsed_s'] if b_m else float('nan')):>7.2f}{ratio:>6.1f}x{old_txt:>8}{(f'{speedup:.1f}' if speedup else '-'):>7}  {phases:<37}"
+                      f"{(b_m['elapsed_s'] if b_m else float('nan')):>7.2f}{ratio:>6.1f}x{old_txt:>8}{(f'{speedup:.1f}' if speedup else '-'):>7}{spread:>13}  {phases:<37}"
                       f"{m['bytes_total'] / 1e6:>7.2f}{m['checks']:>7}{str(m['round_trips']):>6}"
                       f"{str(m['screened']):>9}{str(m['suppression_rounds']):>8}  {'yes' if equal else 'NO':<5}"
                       f"{os.getloadavg()[0]:>6.1f}",
                       flush=True)
                 results["runs"].append({
                     "model": model, "split": split, "k": k, "counters": scheme, "metric": metric, "suppression": suppression,
-                    "elapsed_s": m["elapsed_s"], "checks": m["checks"], "key_holder_round_trips": m["round_trips"],
+                    "elapsed_s": m["elapsed_s"], "elapsed_runs_s": [r["elapsed_s"] for r in repetitions],
+                    "checks": m["checks"], "key_holder_round_trips": m["round_trips"],
                     "screened_checks": m["screened"], "suppression_rounds": m["suppression_rounds"],
                     "bytes_total": m["bytes_total"], "equal_to_centralized": equal,
                     "recipient_s": m["recipient_s"], "bytes_sent_by_phase": m["bytes_sent"],

@@ -226,7 +226,8 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample, count
     """Entropy with suppression: the helper gets, besides the usual answers, only the key holder's
     suppression queries -- one fresh ciphertext per class, all distinct (which classes are suppressed
     does not show), ElGamal ones also where the counters are Paillier (under a key of the key
-    holder's own, announced in the facts); the key holder gets counter-sum messages (per-QI leaf
+    holder's own, announced in the facts; the screening sums likewise come under its screening
+    key); the key holder gets counter-sum messages (per-QI leaf
     counts, per-QI suppressed counts, the sizes of classes a full check left out) and the
     hierarchy's grouping shape as integers -- no cell, no value."""
     columns, rows, hierarchies = adult_sample
@@ -268,8 +269,9 @@ def test_entropy_leaks_only_counter_sums_and_hierarchy_shape(adult_sample, count
                 assert len(body) % 4 == 0
             else:  # "small": the screening sum, one counter sum; "omitted": the left-out classes' sizes
                 assert name in ("sizes", "small", "omitted") or name.split("/")[0] in ("leaves", "marginal"), name
-                # a counter-sum message: the marginals answer the (ElGamal) query, the rest are counter sums
-                assert body[0] == (0x45 if name.startswith("marginal/") else tag), name
+                # a counter-sum message: the marginals answer the (ElGamal) query, the screening sums come
+                # under the (ElGamal) screening key, the rest are counter sums
+                assert body[0] == (0x45 if name.startswith("marginal/") or name == "small" else tag), name
     assert {"leaves", "groups", "marginal", "small"} <= names
     assert ("omitted" in names) == (counters == "paillier")  # the left-out classes, asked for an ElGamal query
 
@@ -340,6 +342,49 @@ def test_vertical_counter_encryption_is_dealt_over_every_primary(adult_sample):
     assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
 
 
+@pytest.mark.parametrize("distribution,suppression", [("horizontal", 0.03), ("vertical", 0.03),
+                                                      ("horizontal", 0.0)])
+def test_paillier_screening_sums_come_under_the_screening_key(adult_sample, distribution, suppression):
+    """Paillier counters with suppression and an entropy metric: every row also carries an ElGamal
+    counter under the key holder's screening key (announced with the counter key), the screening
+    sums the key holder decrypts are ElGamal sums while full checks stay Paillier, and the result
+    equals the centralized one (a wrong screening sum would reject a node the engine accepts).
+    Without suppression the rows carry no second counter and the screening sums are Paillier's."""
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, suppression=suppression, metric="nonuniform-entropy")
+    run, _ = run_c(columns, rows, hierarchies, config, distribution, 3, options={"counters": "paillier"},
+                   record=True)
+    assert not run.errors, run.errors
+    screening = suppression > 0
+    rosters = [codec.unpack_message(blob) for _, topic, blob in _received(run, "p2") if topic == "c/roster"]
+    assert ("screen_key" in rosters[0]) == screening
+    sent = 0
+    for sender, topic, blob in _received(run, "helper"):
+        if topic == "c/data" and not is_progress(blob):
+            parts = codec.unpack_message(blob)
+            assert ("counters/screen" in parts) == screening
+            if screening:  # one fresh 66-byte ElGamal ciphertext per Paillier counter the party sent
+                n_real = len(parts["counters/real"]) // 768
+                screen = parts["counters/screen"]
+                cts = [screen[i:i + 66] for i in range(0, len(screen), 66)]
+                assert len(screen) == 66 * n_real and len(set(cts)) == n_real
+                sent += n_real
+    if screening:
+        assert sent == run.outcomes["helper"].report["rows_with_pseudotuples"]
+    tags = {"small": set(), "sizes": set()}
+    for _, topic, blob in _received(run, "p1"):
+        if topic == "c/check" and blob[:1] != b"{":
+            parts = codec.unpack_message(blob)
+            for name in tags:
+                if name in parts:
+                    tags[name].add(parts[name][0])
+    assert tags["small"] == ({0x45} if screening else {0x50}) and tags["sizes"] == {0x50}, tags
+    assert run.outcomes["helper"].report["screened_checks"] > 0
+    central = centralized(columns, rows, hierarchies, config)
+    out = run.outcomes["p1"]
+    assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
+
+
 def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatch):
     """A classifier trained *with the labels* on everything the helper holds per row (cell
     codes, value and combination frequencies, counter ciphertext bytes) does no better on
@@ -352,8 +397,8 @@ def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatc
     original_integrate = pc._Helper._integrate
     original_keygen = pc.generate_counter_key
 
-    def spy_integrate(self, shares, tid, verdict, counter_key):
-        table, hierarchies_, counters, raw = original_integrate(self, shares, tid, verdict, counter_key)
+    def spy_integrate(self, shares, tid, verdict, counter_key, screen_key=None):
+        table, hierarchies_, counters, raw = original_integrate(self, shares, tid, verdict, counter_key, screen_key)
         captured["codes"], captured["raw"] = table.codes.copy(), raw
         return table, hierarchies_, counters, raw
 

@@ -103,3 +103,17 @@ def test_c_helper_swapping_the_counter_key_is_caught(adult, tmp_path, monkeypatc
     with pytest.raises(FedanonError) as caught:
         _simulate(adult, tmp_path, "C", counters="elgamal")
     assert "counter key" in str(caught.value) or "signature" in str(caught.value), str(caught.value)
+
+
+def test_c_helper_swapping_the_screening_key_is_caught(adult, tmp_path, monkeypatch) -> None:
+    """Paillier counters with suppression and an entropy metric: the key holder also announces a
+    screening key (an ElGamal key for the screening sums); a helper's own key in its place, sent
+    to the other primary only, fails the key holder's signature there before any counter is
+    encrypted under it."""
+    _deviate(monkeypatch, "c-helper-swaps-screen-key")
+    rows, paths = adult(400)
+    config = AnonymizationConfig(QIS, k=5, suppression=0.02, metric="nonuniform-entropy")
+    with pytest.raises(FedanonError) as caught:
+        simulate_table(COLUMNS, rows, paths, config, "horizontal", 2, transport="grpc", protocol="C",
+                       options={"counters": "paillier"}, workdir=tmp_path)
+    assert "signature on the key-agreement public key of 'p1' is invalid" in str(caught.value), str(caught.value)

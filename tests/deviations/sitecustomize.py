@@ -161,6 +161,23 @@ def _swap_counter_key_c() -> None:
     protocol_c.send_control = send_control
 
 
+def _swap_screen_key_c() -> None:
+    """C's helper hands the primaries other than the key holder (p1) its own screening key, so it
+    could read their rows' real/fake flags; the key holder, which would notice, gets its own."""
+    import fedanon.protocols.c.protocol as protocol_c
+    from fedanon.crypto.counters import generate_counter_key
+
+    real = protocol_c.send_control
+    own = generate_counter_key("elgamal")
+
+    def send_control(transport, to, topic, message, **parts):
+        if topic == "c/roster" and "screen_key" in parts and to != "p1":
+            parts["screen_key"] = own.public_key.to_bytes()
+        return real(transport, to, topic, message, **parts)
+
+    protocol_c.send_control = send_control
+
+
 def _duplicate_a_result() -> None:
     """A's master doubles every row of the engine's output before the decryption chain."""
     import dataclasses
@@ -183,7 +200,8 @@ def _duplicate_a_result() -> None:
 _DEVIATIONS = {"a-master-duplicates-rows": _duplicate_a_result, "b-helper-drops-rows": _drop_b_rows,
                "b-helper-swaps-rows": _swap_b_rows, "b-helper-reports-another-transformation": _other_transformation_b,
                "b-helper-suppresses-more": _suppress_more_b,
-               "c-helper-swaps-counter-key": _swap_counter_key_c, "b-helper-duplicates-rows": _duplicate_b_result, "c-helper-counters-all-real": _all_counters_real_c}
+               "c-helper-swaps-counter-key": _swap_counter_key_c,
+               "c-helper-swaps-screen-key": _swap_screen_key_c, "b-helper-duplicates-rows": _duplicate_b_result, "c-helper-counters-all-real": _all_counters_real_c}
 
 if DEVIATION:
     _DEVIATIONS[DEVIATION]()

@@ -120,6 +120,8 @@ class RowCounters:
 
     real: object  # Enc(1) real row, Enc(0) pseudotuple
     subset: object | None = None  # Enc(1) real research-subset row, else Enc(0) (delta-presence)
+    #: the same flags as `real` under the key holder's screening key (`screen_counters_wanted`)
+    screen: object | None = None
 
 
 @dataclass
@@ -167,6 +169,29 @@ SEND_OMITTED = b'{"send": "omitted"}'
 #: `QUERY_SCHEME` (`CountJudge.query_key`).
 CHEAP_QUERY_SCHEMES = ("elgamal",)
 QUERY_SCHEME = "elgamal"
+#: The scheme of the screening counters (`screen_counters_wanted`).
+SCREEN_SCHEME = "elgamal"
+
+
+def implied_class_size(config: AnonymizationConfig) -> int:
+    """The class size every kept class must reach under the run's models (1: none implied)."""
+    return max([c.min_class_size for c in build_criteria(config)] + [1])
+
+
+def screen_counters_wanted(config: AnonymizationConfig, scheme: str) -> bool:
+    """Whether the key holder publishes a screening key and every row gets a second counter under
+    it, which the helper sums for the screening sums (`EncryptedCountChecker.screen_request`).
+
+    Why: with suppression most checks are decided by their screening sum (ADULT, k = 5, 5 %: 498
+    of 550), and with Paillier counters each is a product of ~1,000-10,000 sums mod n² at the
+    helper and a Paillier decryption at the key holder (about half of the search's CPU); under
+    an ElGamal key the same number costs point additions and one table lookup. The second counter
+    costs one ElGamal encryption per row (about an eighth of a Paillier one), so it is made only
+    where screening sums will be many: a counter scheme without cheap sums, a suppression limit,
+    a screened metric and an implied class size. Every party decides this from the run's settings.
+    """
+    return (scheme not in CHEAP_QUERY_SCHEMES and config.suppression > 0 and config.metric in SCREENED_METRICS
+            and implied_class_size(config) > 1)
 
 
 # ----------------------------------------------------------------------------- helper side
@@ -176,7 +201,7 @@ class EncryptedCountChecker(Checker):
     """The helper's checker: groups ciphertext rows, sums encrypted counters, asks the key holder."""
 
     def __init__(self, structure: Structure, key: CounterPublicKey, counters: RowCounters,
-                 ask: Callable[[bytes], bytes]) -> None:
+                 ask: Callable[[bytes], bytes], screen_key: CounterPublicKey | None = None) -> None:
         self.structure = structure
         self.grouper = structure.grouper
         self.key = key
@@ -189,6 +214,10 @@ class EncryptedCountChecker(Checker):
         self.labels = any(c.needs_codes for c in build_criteria(self.config))
         self._leaf = metric_context(structure, structure.table.n_rows, []).leaf_fraction if self.weights else []
         self.sums = NodeSums(structure, key, counters.real, counters.subset, self.attributes)
+        # screening sums from the screening counters where the rows carry them (`screen_counters_wanted`)
+        self.screen_key = screen_key if counters.screen is not None else None
+        self.screen_sums = None if self.screen_key is None else \
+            NodeSums(structure, self.screen_key, counters.screen, None, [])
         # the last request's classes, order, and (classes left out) the node's sums
         self._asked: tuple[Classes, np.ndarray, Sums | None] | None = None
         # the left-out classes of the last full check, in the order they were sent (`omitted_request`)
@@ -292,6 +321,8 @@ class EncryptedCountChecker(Checker):
     def close(self) -> None:
         """Free what the checker shares beyond memory (the bottom node's sums); idempotent."""
         self.sums.close()
+        if self.screen_sums is not None:
+            self.screen_sums.close()
 
     def _node_sums(self, levels: tuple[int, ...]) -> tuple[Classes, Sums]:
         classes, rolled = self.grouper.classes(levels, keep_rows=True)
@@ -317,10 +348,11 @@ class EncryptedCountChecker(Checker):
         then needs no sums of the node's classes either (`NodeSums.selected_sum`).
         """
         small = np.asarray(classes.stats.sizes, dtype=np.int64) < self.implied_k
-        total, bound, complement = self.sums.selected_sum(classes, small, threshold=self.implied_k)
+        sums, key = (self.sums, self.key) if self.screen_sums is None else (self.screen_sums, self.screen_key)
+        total, bound, complement = sums.selected_sum(classes, small, threshold=self.implied_k)
         control = {"levels": list(levels), "screen": True, "complement": complement}
         return codec.pack_message({"control": json.dumps(control).encode(),
-                                   "small": self.key.sums_message(total, [bound])})
+                                   "small": key.sums_message(total, [bound])})  # type: ignore[union-attr]
 
     def _classes_request(self, levels: tuple[int, ...], classes: Classes, sums: Sums,
                          sent: np.ndarray | None = None) -> bytes:
@@ -494,9 +526,10 @@ class CountJudge:
     """The key holder: decrypts class sums in permuted order and judges with the engine."""
 
     def __init__(self, key: CounterPrivateKey, config: AnonymizationConfig, setup: bytes,
-                 workers: int | None = 1) -> None:
+                 workers: int | None = 1, screen_key: CounterPrivateKey | None = None) -> None:
         check_supported(config)
         self.key = key
+        self.screen_key = screen_key  # the screening sums come under it (`screen_counters_wanted`)
         self.config = config
         self.workers = workers
         parts = codec.unpack_message(setup, "check setup")
@@ -749,7 +782,7 @@ class CountJudge:
         if len(levels) != len(self.heights) or any(not 0 <= l < h for l, h in zip(levels, self.heights)):
             raise ProtocolError("malformed screening request")
         self.checks += 1
-        small = int(self._decrypt(parts, "small", 1)[0])
+        small = int(self._decrypt(parts, "small", 1, key=self.screen_key)[0])
         if small > self.n_rows:
             raise ProtocolError("screening sum exceeds the table's real rows")
         if control.get("complement"):  # the rows of the other classes were summed

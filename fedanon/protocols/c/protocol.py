@@ -8,12 +8,14 @@ the distribution-based models, per-class sensitive histograms / subset counts) o
 tested node in a permuted order, never a cell. See `counted_checks.py` for the check.
 
 encrypt    primary    -> helper     c/hello          schema facts, X25519 key (+ binding); key holder: counter public key
+                                                     (+ screening key: `screen_counters_wanted`), each signed
            helper     -> primary    c/roster         ok + everyone's keys + the counter key, or why the run stops
            leader     -> helper     c/keys-for/P     column keys sealed for P (relayed as c/keys)
            primary    -> helper     c/data           encrypted, padded, permuted share + hierarchies + TID tokens
                                                      + encrypted counters (horizontal: every party; vertical:
                                                      each primary the real-row counters of the TIDs
-                                                     `counter_owner` deals it, the subset holder's subset counters)
+                                                     `counter_owner` deals it, the subset holder's subset counters;
+                                                     with a screening key the same flags once more under it)
 integrate  helper     -> primary    c/integrated     ok (failures stop the run everywhere)
 anonymize  helper     -> key holder c/setup          encrypted totals + sensitive hierarchy structure
            key holder -> helper     c/facts          suppression limit, monotonicity flags, implied k
@@ -74,11 +76,13 @@ from fedanon.protocols.kit.cellcrypt import (
     utf8_dictionary,
 )
 from fedanon.protocols.c.counted_checks import (
+    SCREEN_SCHEME,
     CountJudge,
     EncryptedCountChecker,
     JudgeFacts,
     RowCounters,
     check_supported,
+    screen_counters_wanted,
 )
 from fedanon.protocols.kit.integration import append_tables, check_tids, join_on_tid, merge_all_hierarchies
 from fedanon.protocols.hybrid.join import (
@@ -155,6 +159,21 @@ def _counter_key_context(run_id: str) -> bytes:
     return b"fedanon/C/v1/counter-key/" + run_id.encode("utf-8")
 
 
+def _screen_key_context(run_id: str) -> bytes:
+    return b"fedanon/C/v1/screen-key/" + run_id.encode("utf-8")
+
+
+#: The key holder's keys that travel in its hello and the roster, each with its signature's context.
+_KEY_HOLDER_KEYS = {"counter_key": _counter_key_context, "screen_key": _screen_key_context}
+
+
+def wants_screen_counters(settings: Any) -> bool:
+    """`screen_counters_wanted` for a run's settings (not for hybrid splits or DP releases, which
+    keep their screening, if any, under the counter key)."""
+    return (settings.distribution in ("horizontal", "vertical") and not is_dp(settings.config)
+            and screen_counters_wanted(settings.config, counter_scheme(settings.options)))
+
+
 def counter_owner(tokens: bytes, rows: int, primaries: int) -> np.ndarray:
     """Vertical split: which primary (index) encrypts the real-row counter of each row.
 
@@ -203,11 +222,12 @@ class _Primary(KeySharingPrimary):
         self.hybrid = self.settings.distribution == HYBRID
         self.vertical = self.settings.distribution == "vertical" or self.hybrid  # joined on the TID
         self.counter_key: CounterPrivateKey | None = None
+        self.screen_key: CounterPrivateKey | None = None  # key holder: the screening counters' key
         self._joined: np.ndarray | None = None  # hybrid: which of our sent rows are in the join
         self.dp_report: dict[str, Any] | None = None  # key holder of a DP run: the report's `dp` entry
 
     # -- encrypt -----------------------------------------------------------------------
-    def _hello(self) -> tuple[Roster, CounterPublicKey]:
+    def _hello(self) -> tuple[Roster, CounterPublicKey, CounterPublicKey | None]:
         config = self.settings.config
         problems = local_checks(self.me, self.local, config, self.settings.distribution)
         hello = Hello(**hello_summary(self.local, config), local_errors=[p.public for p in problems])
@@ -215,29 +235,43 @@ class _Primary(KeySharingPrimary):
             hello.rows = 0  # a DP run announces no row count: the helper learns only the sample's
         bind_hello(hello, self.identity, self.tls, PROTOCOL, self.settings.run_id)
         parts: dict[str, bytes] = {}
+        screening = wants_screen_counters(self.settings)
         if self.me == self.key_holder:
             self.counter_key = generate_counter_key(counter_scheme(self.settings.options))
             parts["counter_key"] = self.counter_key.public_key.to_bytes()
-            if self.tls is not None:  # so nobody accepts a counter key the helper swapped in
-                parts["counter_key_signature"] = sign_public_key(self.tls[1], parts["counter_key"],
-                                                                 _counter_key_context(self.settings.run_id))
+            if screening:
+                self.screen_key = generate_counter_key(SCREEN_SCHEME)
+                parts["screen_key"] = self.screen_key.public_key.to_bytes()
+            if self.tls is not None:  # so nobody accepts a key the helper swapped in
+                for name in [n for n in _KEY_HOLDER_KEYS if n in parts]:
+                    parts[f"{name}_signature"] = sign_public_key(self.tls[1], parts[name],
+                                                                 _KEY_HOLDER_KEYS[name](self.settings.run_id))
         send_control(self.transport, self.helper, "c/hello", hello, **parts)
         roster, rparts = receive_control(self.transport, self.helper, "c/roster", Roster, "roster")
         if problems:
             roster.raise_if_stopped("details at this party: " + LocalFailure(problems).private)
             raise mark_shared(ProtocolError(LocalFailure(problems).private))
         roster.raise_if_stopped()
-        blob = codec.require_part(rparts, "counter_key", "roster")
+        blob = self._key_holder_key(roster, rparts, "counter_key", self.counter_key)
+        screen = self._key_holder_key(roster, rparts, "screen_key", self.screen_key) if screening else None
+        return roster, counter_public_key_from_bytes(blob), None if screen is None else counter_public_key_from_bytes(screen)
+
+    def _key_holder_key(self, roster: Roster, rparts: dict[str, bytes], name: str,
+                        own: CounterPrivateKey | None) -> bytes:
+        """The key holder's public key `name` from the roster, checked against its signature (made
+        with its TLS key), so that no party encrypts under a key the helper swapped in."""
+        blob = codec.require_part(rparts, name, "roster")
+        label = name.replace("_", " ")
         if self.tls is not None and self.me != self.key_holder:
             binding = roster.bindings.get(self.key_holder)
             if not binding:
-                raise ProtocolError(f"key holder {self.key_holder!r} did not bind its counter key")
+                raise ProtocolError(f"key holder {self.key_holder!r} did not bind its {label}")
             verify_public_key(binding["certificate"].encode("ascii"), self.tls[2], self.key_holder, blob,
-                              codec.require_part(rparts, "counter_key_signature", "roster"),
-                              _counter_key_context(self.settings.run_id))
-        if self.counter_key is not None and blob != self.counter_key.public_key.to_bytes():
-            raise ProtocolError("the roster carries a counter key that is not the key holder's")
-        return roster, counter_public_key_from_bytes(blob)
+                              codec.require_part(rparts, f"{name}_signature", "roster"),
+                              _KEY_HOLDER_KEYS[name](self.settings.run_id))
+        if own is not None and blob != own.public_key.to_bytes():
+            raise ProtocolError(f"the roster carries a {label} that is not the key holder's")
+        return blob
 
     def _agree_keys(self, roster: Roster) -> dict[str, bytes]:
         publics = verified_publics(self.me, roster, self.tls, PROTOCOL, self.settings.run_id)
@@ -259,7 +293,8 @@ class _Primary(KeySharingPrimary):
         send_bundles(self.identity, self.transport, self.helper, publics, bundles, "c/keys-for", context)
         return keys
 
-    def _share(self, roster: Roster, keys: dict[str, bytes], counter_key: CounterPublicKey) -> bytes:
+    def _share(self, roster: Roster, keys: dict[str, bytes], counter_key: CounterPublicKey,
+               screen_key: CounterPublicKey | None) -> bytes:
         """Pad with pseudotuples, permute, encrypt cells, hierarchies, TIDs and counters."""
         config = self.settings.config
         local = self.local
@@ -300,16 +335,18 @@ class _Primary(KeySharingPrimary):
                     ciphers.encrypt_hierarchy(Hierarchy(column, shuffled, h.source), column))
         ticker = ProgressTicker(self.ctx, [self.helper], "c/data")  # the helper waits for this share
         encryptor = self.counter_key if self.counter_key is not None else counter_key  # key holder: CRT
-        if not self.vertical:
-            parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm].tolist(), ticker)
-        else:  # our deal of the TIDs, in our permuted row order (hybrid: dealt over the column groups)
+        flags = real[perm]
+        if self.vertical:  # our deal of the TIDs, in our permuted row order (hybrid: dealt over the column groups)
             if self.hybrid:
                 mine = counter_owner(parts["tids"], len(rows), len(column_groups(roster))) == \
                     my_group(roster, self.me)[0]
             else:
                 mine = counter_owner(parts["tids"], len(rows), len(self.settings.primaries)) == \
                     self.settings.primaries.index(self.me)
-            parts["counters/real"] = encrypt_in_chunks(encryptor, real[perm][mine].tolist(), ticker)
+            flags = flags[mine]
+        parts["counters/real"] = encrypt_in_chunks(encryptor, flags.tolist(), ticker)
+        if screen_key is not None:  # the same flags under the screening key (key holder: with its secret)
+            parts["counters/screen"] = encrypt_in_chunks(self.screen_key or screen_key, flags.tolist(), ticker)
         for name in means:
             at = local.columns.index(name)
             encoded = encode_values([row[at] for row in rows], real, name)
@@ -325,7 +362,8 @@ class _Primary(KeySharingPrimary):
         assert self.counter_key is not None
         config = self.settings.config
         judge = CountJudge(self.counter_key, judge_config(config) if is_dp(config) else config,
-                           receive_progressing(self.ctx, self.helper, "c/setup", "anonymize"), workers=None)
+                           receive_progressing(self.ctx, self.helper, "c/setup", "anonymize"), workers=None,
+                           screen_key=self.screen_key)
         if is_dp(config):  # the key holder scores and draws (dp_release.py); the helper needs none of the
             # search facts (the limit, without a limit, would be the sample's size)
             _, self.dp_report, _ = key_holder_walk(
@@ -486,7 +524,7 @@ class _Primary(KeySharingPrimary):
         timer = self.timer
         outcome = RoleOutcome()
         with timer.phase("encrypt"):
-            roster, counter_key = self._hello()
+            roster, counter_key, screen_key = self._hello()
             keys = self._agree_keys(roster)
             self._roster = roster
             shared = shared_key_column(list(roster.columns), roster.tid_column if self.vertical else None)  # TID
@@ -494,7 +532,7 @@ class _Primary(KeySharingPrimary):
             if is_dp(self.settings.config):  # only the sample is padded, encrypted and sent (dp_release.py)
                 self.local, outcome.sample = sample_share(self.settings.config, self.me, self.local, self._tally_key,
                                                           self.vertical, self.settings.run_id)
-            self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key))
+            self.transport.send(self.helper, "c/data", self._share(roster, keys, counter_key, screen_key))
         with timer.phase("integrate"):
             # the helper relays the progress of the slowest primary's encryption, then integrates
             verdict, _ = open_control(receive_progressing(self.ctx, self.helper, "c/integrated", "integrate",
@@ -579,6 +617,8 @@ class _Helper(HelperRole):
         key_parts = received.get(self.key_holder, (None, {}))[1]
         if not errors and "counter_key" not in key_parts:
             errors.append(f"key holder {self.key_holder!r} sent no counter key")
+        if not errors and wants_screen_counters(settings) and "screen_key" not in key_parts:
+            errors.append(f"key holder {self.key_holder!r} sent no screening key")
         if errors:
             message = "run stopped before any data was sent: " + "; ".join(errors)
             for p in self.primaries:
@@ -591,13 +631,15 @@ class _Helper(HelperRole):
         if self.hybrid:  # every group pads with the same fake TIDs (see `group_pseudotuples`)
             roster.report = {"pseudotuples": group_pseudotuples(
                 [sum(hellos[p].rows for p in g) for g in verdict.groups], pseudotuple_share(settings.options))}
-        counter = {k: v for k, v in key_parts.items() if k in ("counter_key", "counter_key_signature")}
+        counter = {k: v for k, v in key_parts.items()
+                   if k in _KEY_HOLDER_KEYS or k.removesuffix("_signature") in _KEY_HOLDER_KEYS}
         for p in self.primaries:
             send_control(self.transport, p, "c/roster", roster, **counter)
         return roster, counter, tid, verdict
 
     def _integrate(self, shares: dict[str, dict[str, bytes]], tid: str | None, verdict: Any,
-                   counter_key: CounterPublicKey) -> tuple[EncodedTable, dict[str, Hierarchy], RowCounters, list[bytes]]:
+                   counter_key: CounterPublicKey, screen_key: CounterPublicKey | None = None
+                   ) -> tuple[EncodedTable, dict[str, Hierarchy], RowCounters, list[bytes]]:
         tables = {p: codec.decode_table(codec.require_part(s, "table", f"data of {p!r}"), f"table of {p!r}")
                   for p, s in shares.items()}
         h_shares: dict[str, list[tuple[str, Hierarchy]]] = {}
@@ -622,9 +664,12 @@ class _Helper(HelperRole):
         delta = self.settings.config.needs_subset
         if self.hybrid:
             return self._integrate_hybrid(shares, tables, verdict, counter_key, merged.hierarchies, counters)
+        screen: list[bytes] | None = None
         if not self.vertical:
             table = append_tables([tables[p] for p in self.primaries])
             real = [c for p in self.primaries for c in counters(p, "counters/real")]
+            if screen_key is not None:
+                screen = [c for p in self.primaries for c in counters(p, "counters/screen")]
             self.values = {name: [c for p in self.primaries for c in counters(p, f"values/{name}")]
                            for name in mean_columns(self.settings.options)}
             subset = [c for p in self.primaries for c in counters(p, "counters/subset")] if delta else None
@@ -636,14 +681,22 @@ class _Helper(HelperRole):
                 raise stop_run(self.ctx, "run stopped during integration: TID sets differ between the parties "
                                          "(pseudotuples included)", "integration")
             table, alignment = join_on_tid({p: tables[p] for p in self.primaries}, keyed)
-            real = [b""] * table.n_rows
-            for index, p in enumerate(self.primaries):  # each primary's deal of the TIDs
-                dealt = counter_owner(shares[p]["tids"], tables[p].n_rows, len(self.primaries)) == index
-                received = counters(p, "counters/real", int(dealt.sum()))
-                rank = np.cumsum(dealt) - 1  # p's row -> position among p's counters
-                rows_p = alignment[p]  # p's row of every joined row
-                for r in np.flatnonzero(dealt[rows_p]).tolist():
-                    real[r] = received[int(rank[rows_p[r]])]
+
+            def dealt_counters(name: str) -> list[bytes]:
+                """Counters `name` in joined-row order, each from the primary its TID is dealt to."""
+                out = [b""] * table.n_rows
+                for index, p in enumerate(self.primaries):
+                    dealt = counter_owner(shares[p]["tids"], tables[p].n_rows, len(self.primaries)) == index
+                    received = counters(p, name, int(dealt.sum()))
+                    rank = np.cumsum(dealt) - 1  # p's row -> position among p's counters
+                    rows_p = alignment[p]  # p's row of every joined row
+                    for r in np.flatnonzero(dealt[rows_p]).tolist():
+                        out[r] = received[int(rank[rows_p[r]])]
+                return out
+
+            real = dealt_counters("counters/real")
+            if screen_key is not None:
+                screen = dealt_counters("counters/screen")
             subset = None
             if delta:
                 holder = verdict.subset_holder
@@ -652,7 +705,8 @@ class _Helper(HelperRole):
         # the per-class sums may use every core (Paillier: pool workers read the counters
         # from shared memory); `run` unloads them when the run ends
         loaded = RowCounters(counter_key.load(real, workers=None),
-                             None if subset is None else counter_key.load(subset, workers=None))
+                             None if subset is None else counter_key.load(subset, workers=None),
+                             None if screen is None or screen_key is None else screen_key.load(screen))
         return table, merged.hierarchies, loaded, real
 
     def _class_sums(self, output: EncodedTable, perm: np.ndarray, counter_key: CounterPublicKey) -> dict[str, bytes]:
@@ -725,6 +779,7 @@ class _Helper(HelperRole):
         with timer.phase("encrypt"):
             roster, counter, tid, verdict = self._roster()
             counter_key = counter_public_key_from_bytes(counter["counter_key"])
+            screen_key = counter_public_key_from_bytes(counter["screen_key"]) if "screen_key" in counter else None
             leader = self.primaries[0]
             for p in self.primaries[1:]:  # blind relay: sealed for p, unreadable here
                 transport.send(p, "c/keys", transport.receive(leader, f"c/keys-for/{p}"))
@@ -733,7 +788,7 @@ class _Helper(HelperRole):
             shares = {p: codec.unpack_message(receive_progressing(self.ctx, p, "c/data", "encrypt", relay.tick),
                                               f"data of {p!r}") for p in self.primaries}
         with timer.phase("integrate"):
-            table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key)
+            table, hierarchies, counters, _ = self._integrate(shares, tid, verdict, counter_key, screen_key)
             for p in self.primaries:
                 send_control(transport, p, "c/integrated", Verdict(ok=True))
         checker: EncryptedCountChecker | None = None
@@ -744,7 +799,7 @@ class _Helper(HelperRole):
                                                   require_subset=False)
                 except FedanonError as exc:
                     raise stop_run(self.ctx, f"anonymization failed at the helper: {exc}", "engine") from None
-                checker = EncryptedCountChecker(structure, counter_key, counters, self._ask)
+                checker = EncryptedCountChecker(structure, counter_key, counters, self._ask, screen_key)
                 transport.send(self.key_holder, "c/setup", checker.setup_request())
                 if is_dp(config):  # the key holder scores and draws; we sum (dp_release.py)
                     levels, dp, scored = serve_walk(
@@ -801,6 +856,8 @@ class _Helper(HelperRole):
             counter_key.unload(counters.real)
             if counters.subset is not None:
                 counter_key.unload(counters.subset)
+            if counters.screen is not None and screen_key is not None:
+                screen_key.unload(counters.screen)
         outcome.report.update(report)
         outcome.report.update(role_report(self.ctx, PROTOCOL, "helper", timer, PHASES))
         return outcome

@@ -7,7 +7,8 @@
 
 ADULT (8 QIs, as bench/protocol_c.py; `recursive-l`: recursive-(4,3)-diversity of occupation
 on the other 7 QIs and salary-class), padded with 25 % pseudotuples, real row counters
-(ElGamal by default, or Paillier-3072); the helper's `EncryptedCountChecker` and the key
+(ElGamal by default, or Paillier-3072; with Paillier, a suppression limit and an entropy metric
+also the ElGamal screening counters, as the protocol makes them); the helper's `EncryptedCountChecker` and the key
 holder's `CountJudge` in one process, pinned to one core (so that Paillier's sums and
 encryptions, which would otherwise go to a pool of worker processes, count here), no daemons. Prints, per component, the CPU seconds (process time) and
 calls, the setup's CPU seconds (totals and leaf marginals, before the first check), and the search's CPU and wall time with the load average. CPU time, unlike the
@@ -67,6 +68,10 @@ def main() -> None:
     from fedanon.model.privacy.ldiversity import LDiversity
     from fedanon.protocols.c.counted_checks import CountJudge, EncryptedCountChecker, RowCounters
     from fedanon.protocols.c.pseudotuples import resample_rows
+    try:  # the screening counters (an older revision given by PYTHONPATH may lack them)
+        from fedanon.protocols.c.counted_checks import SCREEN_SCHEME, screen_counters_wanted
+    except ImportError:
+        screen_counters_wanted = None
 
     qis = L_QIS if args.model == "recursive-l" else QIS
     data = Path(fedanon.__file__).parent / "data" / "adult"
@@ -83,11 +88,19 @@ def main() -> None:
     counters = RowCounters(pub.load(pub.encrypt_counters(real[order].tolist(), workers=1)))
     extra = {"l_diversity": LDiversity("recursive", 3, "occupation", 4)} if args.model == "recursive-l" else {}
     config = AnonymizationConfig(qis, k=args.k, suppression=args.suppression, metric=args.metric, **extra)
+    screen: dict[str, object] = {}  # the screening key where the protocol makes one, as the protocol does
+    if screen_counters_wanted is not None and screen_counters_wanted(config, args.counters):
+        screen_key = generate_counter_key(SCREEN_SCHEME)
+        counters.screen = screen_key.public_key.load(screen_key.public_key.encrypt_counters(real[order].tolist(),
+                                                                                            workers=1))
+        screen = {"helper": screen_key.public_key, "key_holder": screen_key}
     structure = prepare_structure(table, hierarchies, config, require_subset=False)
     box: dict[str, CountJudge] = {}
     s0 = time.process_time()  # setup: the totals and (entropy metrics) leaf marginals, summed and decrypted
-    checker = EncryptedCountChecker(structure, pub, counters, lambda request: box["judge"].answer(request))
-    box["judge"] = judge = CountJudge(key, config, checker.setup_request(), workers=1)
+    checker = EncryptedCountChecker(structure, pub, counters, lambda request: box["judge"].answer(request),
+                                    **({"screen_key": screen["helper"]} if screen else {}))
+    box["judge"] = judge = CountJudge(key, config, checker.setup_request(), workers=1,
+                                      **({"screen_key": screen["key_holder"]} if screen else {}))
     checker.adopt(judge.facts())
     setup_cpu = time.process_time() - s0
 
@@ -117,6 +130,7 @@ def main() -> None:
               "checks": checker.checks, "screened": checker.screened, "suppression_rounds": checker.suppression_rounds,
               "optimum": [int(x) for x in structure.lattice.node_levels(outcome.node)], "model": args.model,
               "k": args.k, "suppression": args.suppression, "metric": args.metric, "counters": args.counters,
+              "screening_counters": bool(screen),
               "fedanon": str(Path(fedanon.__file__).parent), "load_start": list(load_start),
               "load_end": list(os.getloadavg())}
     checker.close()

@@ -39,7 +39,9 @@ Three shortcuts keep suppression cheap (docs/performance/protocol-c.md):
 * a *screening sum* per check where the models imply a class size k: one encrypted number,
   the real rows in the classes whose padded size is below k (a lower bound of the rows the
   engine's implied-size test counts). Above the suppression limit the key holder answers
-  "not anonymous" from it alone; otherwise it asks for the classes (`SEND_CLASSES`);
+  "not anonymous" from it alone; otherwise it asks for the classes (`SEND_CLASSES`). With
+  Paillier counters and a suppression limit the helper forms it from a second, ElGamal
+  counter per row under the key holder's screening key (`screen_counters_wanted`);
 * for the entropy metrics, the key holder's static loss table (per QI and level) with the
   search facts, so that the helper's search prunes by bound as the centralized one does;
 * a node the screening sum did not decide is sent without its classes of padded size below k

@@ -24,7 +24,17 @@ from fedanon.protocols.sim.equivalence import centralized, differences
 from fedanon.protocols.sim.local_run import LocalRun
 from fedanon.protocols.kit.progress import is_progress
 from fedanon.protocols.c.protocol import counter_owner
-from protocol_cases import EX_ATTRS, EX_QIS, MODELS, check_equivalent, load, research_subset, run_protocol, sample_adult
+from protocol_cases import (
+    EX_ATTRS,
+    EX_QIS,
+    MODELS,
+    assert_all_fail,
+    check_equivalent,
+    load,
+    research_subset,
+    run_protocol,
+    sample_adult,
+)
 
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education"]
 
@@ -383,6 +393,27 @@ def test_paillier_screening_sums_come_under_the_screening_key(adult_sample, dist
     central = centralized(columns, rows, hierarchies, config)
     out = run.outcomes["p1"]
     assert differences(central, out.report["transformation"], out.output_columns, out.output_rows) == []
+
+
+def test_a_key_holder_without_its_screening_key_stops_the_run_before_any_data(adult_sample, monkeypatch):
+    """Where every party expects screening counters, a key holder whose hello lacks the screening
+    key stops the run at every party, naming it, before a row is encrypted."""
+    import fedanon.protocols.c.protocol as pc
+
+    real_send = pc.send_control
+
+    def send_without_screen_key(transport, to, topic, message, **parts):
+        if topic == "c/hello":
+            parts.pop("screen_key", None)
+        return real_send(transport, to, topic, message, **parts)
+
+    monkeypatch.setattr(pc, "send_control", send_without_screen_key)
+    columns, rows, hierarchies = adult_sample
+    config = AnonymizationConfig(ADULT_QIS, k=5, suppression=0.03, metric="nonuniform-entropy")
+    run, _ = run_c(columns, rows, hierarchies, config, "horizontal", 2, options={"counters": "paillier"},
+                   record=True)
+    assert_all_fail(run, "C", 2, "key holder 'p1' sent no screening key")
+    assert not [topic for _, topic, _ in _received(run, "helper") if topic == "c/data"]
 
 
 def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatch):

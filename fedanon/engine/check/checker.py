@@ -63,6 +63,13 @@ class ClassSums:
                          self.failing + other.failing, self.failing_rows + other.failing_rows)
 
 
+def implied_class_size(criteria: list[Criterion]) -> int:
+    """The size every kept class must reach under `criteria` (1: none implied). Some criteria
+    know theirs only once prepared with the data: t-closeness, δ-disclosure, β-likeness and
+    (α, k) count 1 before that, an estimated k-map its k (the derived size is at most k)."""
+    return max([c.min_class_size for c in criteria] + [1])
+
+
 def failing_by_class(criteria: list[Criterion], stats: ClassStats) -> np.ndarray:
     """Classes some class-by-class criterion rejects (no release-level criterion among `criteria`)."""
     failing = np.zeros(stats.sizes.shape[0], dtype=bool)
@@ -174,7 +181,7 @@ class ClassJudge:
         else:
             self.anonymity_monotone = all(c.monotone and c.monotone_with_suppression for c in criteria)
         self.metric_monotone = metric.monotone(self.suppression_limit > 0)
-        self.implied_k = max([c.min_class_size for c in criteria] + [1])
+        self.implied_k = implied_class_size(criteria)
         # where anonymity itself is monotone the search tags with it, and a bound would only
         # repeat part of the check
         self.bounding = [] if self.anonymity_monotone else [c for c in criteria if c.bounds_suppression]

@@ -71,7 +71,7 @@ from fedanon.crypto.counters import (
     generate_counter_key,
 )
 from fedanon.engine.anonymizer import Structure, metric_context
-from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation
+from fedanon.engine.check.checker import Checker, ClassJudge, NodeEvaluation, implied_class_size
 from fedanon.model.metrics.registry import build_metric, metric_types
 from fedanon.model.config import AnonymizationConfig
 from fedanon.stats.classes import ClassStats
@@ -175,11 +175,6 @@ QUERY_SCHEME = "elgamal"
 SCREEN_SCHEME = "elgamal"
 
 
-def implied_class_size(config: AnonymizationConfig) -> int:
-    """The class size every kept class must reach under the run's models (1: none implied)."""
-    return max([c.min_class_size for c in build_criteria(config)] + [1])
-
-
 def screen_counters_wanted(config: AnonymizationConfig, scheme: str) -> bool:
     """Whether the key holder publishes a screening key and every row gets a second counter under
     it, which the helper sums for the screening sums (`EncryptedCountChecker.screen_request`).
@@ -190,10 +185,13 @@ def screen_counters_wanted(config: AnonymizationConfig, scheme: str) -> bool:
     an ElGamal key the same number costs point additions and one table lookup. The second counter
     costs one ElGamal encryption per row (about an eighth of a Paillier one), so it is made only
     where screening sums will be many: a counter scheme without cheap sums, a suppression limit,
-    a screened metric and an implied class size. Every party decides this from the run's settings.
+    a screened metric and an implied class size. Every party decides this from the run's settings,
+    before any data (`implied_class_size` of the unprepared criteria): where that differs from the
+    size the key holder's judge derives from the data, a screening key is made but not used, or
+    the screening sums stay under the counter key -- both sides use the same key either way.
     """
     return (scheme not in CHEAP_QUERY_SCHEMES and config.suppression > 0 and config.metric in SCREENED_METRICS
-            and implied_class_size(config) > 1)
+            and implied_class_size(build_criteria(config)) > 1)
 
 
 # ----------------------------------------------------------------------------- helper side

@@ -667,12 +667,16 @@ class _Helper(HelperRole):
         screen: list[bytes] | None = None
         if not self.vertical:
             table = append_tables([tables[p] for p in self.primaries])
-            real = [c for p in self.primaries for c in counters(p, "counters/real")]
+
+            def appended(name: str) -> list[bytes]:
+                """Ciphertexts `name` of every primary, in the appended table's row order."""
+                return [c for p in self.primaries for c in counters(p, name)]
+
+            real = appended("counters/real")
             if screen_key is not None:
-                screen = [c for p in self.primaries for c in counters(p, "counters/screen")]
-            self.values = {name: [c for p in self.primaries for c in counters(p, f"values/{name}")]
-                           for name in mean_columns(self.settings.options)}
-            subset = [c for p in self.primaries for c in counters(p, "counters/subset")] if delta else None
+                screen = appended("counters/screen")
+            self.values = {name: appended(f"values/{name}") for name in mean_columns(self.settings.options)}
+            subset = appended("counters/subset") if delta else None
         else:
             keyed = {p: token_keys(codec.require_part(shares[p], "tids", f"data of {p!r}"), tables[p].n_rows,
                                    f"data of {p!r}") for p in self.primaries}

@@ -19,7 +19,7 @@ import tomli_w
 from fedanon.cli import main as cli_main
 from fedanon.errors import FedanonError, PeerError
 from fedanon.parties.pki import certs
-from fedanon.parties.config import RunPartyEntry, TlsFiles, run_config_dict
+from fedanon.parties.config import Limits, RunPartyEntry, TlsFiles, run_config_dict
 from fedanon.parties.coordinator import Coordinator
 from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty, run_simulation
 from fedanon.proto import fedanon_pb2 as pb
@@ -90,7 +90,6 @@ def test_run_simulation_one_call(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- who may talk
 
 def _ping(net: SimulatedNetwork, creds: grpc.ChannelCredentials, target: str = "p1") -> pb.PingReply:
-    from fedanon.parties.config import Limits
     from fedanon.parties.pki.tls import channel_options
 
     with grpc.secure_channel(net.address(target), creds, options=channel_options(Limits(), target)) as ch:
@@ -138,7 +137,6 @@ def test_valid_certificate_not_on_allow_list_is_refused(net: SimulatedNetwork) -
 
 
 def test_peer_may_not_act_as_coordinator_or_spoof_a_sender(net: SimulatedNetwork) -> None:
-    from fedanon.parties.config import Limits
     from fedanon.parties.pki.tls import channel_options
 
     with grpc.secure_channel(net.address("p1"), _creds(net.tls("p2")), options=channel_options(Limits(), "p1")) as ch:
@@ -149,6 +147,13 @@ def test_peer_may_not_act_as_coordinator_or_spoof_a_sender(net: SimulatedNetwork
         with pytest.raises(grpc.RpcError) as err:
             stub.Deliver(iter([pb.Chunk(run_id="x", sender="p3", topic="t", total_size=1, data=b"a")]), timeout=5)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "may not send as 'p3'" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:  # the one-chunk call checks the same
+            stub.Post(pb.Chunk(run_id="x", sender="p3", topic="t", total_size=1, data=b"a"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "may not send as 'p3'" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Post(pb.Chunk(run_id="x", sender="p2", topic="t", total_size=1, data=b"a"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "does not know run 'x'" in err.value.details()
 
 
 def test_unreachable_party_and_unknown_protocol_are_clear_errors(net: SimulatedNetwork, tmp_path: Path) -> None:
@@ -319,8 +324,6 @@ def test_reusing_a_run_id_is_refused(net: SimulatedNetwork) -> None:
 
 
 def test_payload_above_the_limit_is_refused(tmp_path: Path) -> None:
-    from fedanon.parties.config import Limits
-
     with SimulatedNetwork(PARTIES[:2], limits=Limits(max_payload_bytes=1 << 20)) as small:
         with pytest.raises(PeerError, match=r"above the limit of 1048576 bytes"):
             small.run("check", options={"bulk_mb": 2, "bulk_from": "p1", "bulk_to": "p2"})
@@ -374,6 +377,12 @@ def test_protocol_b_over_daemons_logs_no_cell_values(tmp_path: Path) -> None:
         assert sum(helper["wire_bytes_received_by_phase"].values()) >= sum(helper["bytes_received_by_phase"].values())
         logs = "".join(_log(net, n) for n in ("p1", "p2", "h"))
         assert "event=delivered" in logs  # debug logging was on, so every message was logged
+        # a message of one chunk travels as one unary Post, a longer one as a Deliver stream
+        delivered = re.findall(r"event=delivered .*?bytes=(\d+) rpc=(\w+)", logs)
+        assert delivered and {rpc for _, rpc in delivered} <= {"Post", "Deliver"}
+        chunk = Limits().chunk_bytes
+        assert all((rpc == "Post") == (int(n) <= chunk) for n, rpc in delivered), delivered
+        assert any(rpc == "Post" for _, rpc in delivered)
         # the non-numeric cells (numbers could collide with byte counts): sex and diagnosis values
         words = {c for row in rows for c in row.split(";") if c.isalpha()}
         assert words == {"male", "female", "pneumonia", "gastritis"}
@@ -435,7 +444,6 @@ def test_readme_three_institutions_script(tmp_path: Path) -> None:
 
 
 def test_only_the_runs_own_coordinator_and_parties_may_start_or_abort_it(tmp_path: Path) -> None:
-    from fedanon.parties.config import Limits
     from fedanon.parties.pki.tls import channel_options
 
     parties = [*PARTIES, SimulatedParty("outsider", "primary")]

@@ -267,6 +267,14 @@ def test_deliver_handler_answers_clearly(daemon, chunks) -> None:
     _call(stubs["p2"].Deliver, iter(chunks))
 
 
+@FUZZ
+@given(chunk=st.builds(pb.Chunk, run_id=TEXT, sender=TEXT, topic=TEXT, total_size=st.integers(0, 2**64 - 1),
+                       data=st.binary(max_size=64)))
+def test_post_handler_answers_clearly(daemon, chunk) -> None:
+    _net, stubs = daemon
+    _call(stubs["p2"].Post, chunk)
+
+
 def test_daemon_still_serves_after_fuzzing(daemon) -> None:
     _net, stubs = daemon
     assert stubs["coordinator"].Ping(pb.PingRequest(), timeout=5).name == "p1"

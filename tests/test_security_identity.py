@@ -81,6 +81,10 @@ class Impostor(pb_grpc.PartyServicer):
             n += len(chunk.data)
         return pb.DeliverAck(received=n)
 
+    def Post(self, request, context):
+        self.delivered.append(request.data)
+        return pb.DeliverAck(received=len(request.data))
+
 
 def serve_impostor(tls: TlsFiles, servicer: Impostor) -> tuple[grpc.Server, str]:
     cert, key, ca = tls.read()

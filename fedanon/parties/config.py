@@ -78,7 +78,7 @@ class Limits:
     rpc_timeout_s: float = 30.0  # one control RPC; a message gets this plus its size at 2 MiB/s (1 s..1 day)
     heartbeat_s: float = 2.0     # a waiting party pings its peers this often; no answer within it = unresponsive
     #                              (0.1 s..1 h: faster floods the peers, slower leaves a stopped peer unnoticed)
-    max_streams_per_peer: int = 8             # open Deliver streams one peer may hold at this daemon (1..256:
+    max_streams_per_peer: int = 8             # open messages (Deliver streams, Posts) one peer may hold here (1..256:
     #                                           each may hold a server thread, and the pool grows with it)
     max_run_buffer_bytes: int = 2 << 30       # bytes buffered (received, not yet consumed) for one run (1 MiB..1 TiB)
     max_buffer_bytes: int = 4 << 30           # the same over all runs of this daemon (1 MiB..1 TiB)

@@ -6,11 +6,13 @@ data, registers an inbox) on *all* parties before it calls `Start` on any, so a
 message can never arrive for a run the receiver does not know. `Start` runs
 the role in a worker thread and streams phase events, the result (only from
 the result recipient) and the report back. Peers talk through `Deliver`
-(chunked), `Ping` (liveness, run state) and `Abort`.
+(a message as a stream of chunks), `Post` (a message of one chunk, in one unary
+call: an interactive protocol's queries and answers, without a stream's set-up
+per message), `Ping` (liveness, run state) and `Abort`.
 
 Every RPC authenticates the caller by its certificate name: coordinators may
-only call Ping/Prepare/Start/Abort, peers only Ping/Deliver/Abort, and a
-`Deliver` must carry the sender name of the certificate that sent it.
+only call Ping/Prepare/Start/Abort, peers only Ping/Deliver/Post/Abort, and a
+message must carry the sender name of the certificate that sent it.
 """
 
 from __future__ import annotations
@@ -236,19 +238,27 @@ class PartyService(pb_grpc.PartyServicer):
                 return  # the role may still be unwinding; the coordinator needs nothing more from us
 
     def Deliver(self, request_iterator: Iterator[pb.Chunk], context: grpc.ServicerContext) -> pb.DeliverAck:
-        peer = self._authorize(context, "Deliver", peers=True, coordinators=False)
+        return self._accept("Deliver", request_iterator, context)
+
+    def Post(self, request: pb.Chunk, context: grpc.ServicerContext) -> pb.DeliverAck:
+        # one chunk, one call: the same admission, limits and checks as a stream of one chunk
+        return self._accept("Post", iter((request,)), context)
+
+    def _accept(self, rpc: str, chunks: Iterator[pb.Chunk], context: grpc.ServicerContext) -> pb.DeliverAck:
+        """One protocol message from a peer, into its run's inbox, with every check a message gets."""
+        peer = self._authorize(context, rpc, peers=True, coordinators=False)
         try:
             ticket = self.admission.open_stream(peer, "")
         except Refusal as exc:
-            self._refuse(context, "Deliver", peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self._refuse(context, rpc, peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED)
         watch = StreamWatch(peer, context, self.cfg.limits.idle_stream_s)
         with self._lock:
             self._watches.add(watch)
         kept = 0
         try:
-            kept = self._receive(peer, ticket, request_iterator, watch, context)
+            kept = self._receive(rpc, peer, ticket, chunks, watch, context)
         except Refusal as exc:
-            self._refuse(context, "Deliver", peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED, run=ticket.run_id)
+            self._refuse(context, rpc, peer, str(exc), grpc.StatusCode.RESOURCE_EXHAUSTED, run=ticket.run_id)
         except grpc.RpcError:
             if watch.reason is None:
                 raise
@@ -257,8 +267,8 @@ class PartyService(pb_grpc.PartyServicer):
                 self._watches.discard(watch)
             self.admission.close_stream(ticket, keep=kept > 0)
             if watch.reason is not None:  # cut by the janitor: say so, naming the peer
-                self._refuse(context, "Deliver", peer, f"party {self.cfg.name!r} cut a message stream from "
-                                                       f"{peer!r}: it {watch.reason}",
+                self._refuse(context, rpc, peer, f"party {self.cfg.name!r} cut a message stream from "
+                                                 f"{peer!r}: it {watch.reason}",
                              grpc.StatusCode.DEADLINE_EXCEEDED, run=ticket.run_id)
         return pb.DeliverAck(received=kept)
 
@@ -270,7 +280,7 @@ class PartyService(pb_grpc.PartyServicer):
         for watch in watches:
             watch.check(now)
 
-    def _receive(self, peer: str, ticket: Any, chunks: Iterator[pb.Chunk], watch: StreamWatch,
+    def _receive(self, rpc: str, peer: str, ticket: Any, chunks: Iterator[pb.Chunk], watch: StreamWatch,
                  context: grpc.ServicerContext) -> int:
         """Read one message into its run's inbox within the limits; the number of bytes kept."""
         limits = self.cfg.limits
@@ -281,11 +291,11 @@ class PartyService(pb_grpc.PartyServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty message stream")
         watch.progress()
         if first.sender != peer:
-            self._refuse(context, "Deliver", peer, f"certificate {peer!r} may not send as {first.sender[:64]!r}")
+            self._refuse(context, rpc, peer, f"certificate {peer!r} may not send as {first.sender[:64]!r}")
         state = self._run(first.run_id, context)
         ticket.run_id = first.run_id
         if peer not in state.settings.parties:
-            self._refuse(context, "Deliver", peer, f"{peer!r} is not a party of run {first.run_id!r}", run=first.run_id)
+            self._refuse(context, rpc, peer, f"{peer!r} is not a party of run {first.run_id!r}", run=first.run_id)
         if state.inbox.aborted or state.status in ("done", "failed"):
             context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: "
                                                    f"{state.inbox.aborted or f'run {first.run_id!r} is over'}")
@@ -316,7 +326,8 @@ class PartyService(pb_grpc.PartyServicer):
         if not state.inbox.put(peer, first.topic, payload):
             context.abort(grpc.StatusCode.ABORTED, f"party {self.cfg.name!r}: "
                                                    f"{state.inbox.aborted or f'run {first.run_id!r} is over'}")
-        self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic[:64], bytes=total)
+        self.log("delivered", level="debug", run=first.run_id, sender=peer, topic=first.topic[:64], bytes=total,
+                 rpc=rpc)
         return total
 
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.AbortReply:

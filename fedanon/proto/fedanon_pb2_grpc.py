@@ -54,6 +54,11 @@ class PartyStub:
                 request_serializer=fedanon__pb2.Chunk.SerializeToString,
                 response_deserializer=fedanon__pb2.DeliverAck.FromString,
                 _registered_method=True)
+        self.Post = channel.unary_unary(
+                '/fedanon.v1.Party/Post',
+                request_serializer=fedanon__pb2.Chunk.SerializeToString,
+                response_deserializer=fedanon__pb2.DeliverAck.FromString,
+                _registered_method=True)
         self.Abort = channel.unary_unary(
                 '/fedanon.v1.Party/Abort',
                 request_serializer=fedanon__pb2.AbortRequest.SerializeToString,
@@ -92,6 +97,14 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Post(self, request, context):
+        """Party -> party: one protocol message that fits in one chunk (the key holder's answers,
+        queries, progress markers). The same checks as Deliver, without a stream's set-up.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Abort(self, request, context):
         """Anyone in the run -> party: the run failed; stop waiting.
         """
@@ -119,6 +132,11 @@ def add_PartyServicer_to_server(servicer, server):
             ),
             'Deliver': grpc.stream_unary_rpc_method_handler(
                     servicer.Deliver,
+                    request_deserializer=fedanon__pb2.Chunk.FromString,
+                    response_serializer=fedanon__pb2.DeliverAck.SerializeToString,
+            ),
+            'Post': grpc.unary_unary_rpc_method_handler(
+                    servicer.Post,
                     request_deserializer=fedanon__pb2.Chunk.FromString,
                     response_serializer=fedanon__pb2.DeliverAck.SerializeToString,
             ),
@@ -234,6 +252,33 @@ class Party:
             request_iterator,
             target,
             '/fedanon.v1.Party/Deliver',
+            fedanon__pb2.Chunk.SerializeToString,
+            fedanon__pb2.DeliverAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Post(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedanon.v1.Party/Post',
             fedanon__pb2.Chunk.SerializeToString,
             fedanon__pb2.DeliverAck.FromString,
             options,

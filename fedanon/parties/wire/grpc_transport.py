@@ -2,7 +2,10 @@
 
 `send` streams the payload to the peer's `Deliver` RPC in bounded chunks (so a
 200 MB table never becomes one gRPC message) and returns once the peer holds the
-whole message in its run inbox. `receive` waits on this party's own inbox and,
+whole message in its run inbox. A payload of one chunk goes by the unary `Post`
+instead: a client stream costs a thread per call in grpcio, ~1 ms, which the
+hundreds of queries and answers of an interactive search (Protocol C's checks)
+would pay each. `receive` waits on this party's own inbox and,
 while waiting, pings the other parties of the run every heartbeat: a dead or
 failed peer turns into a PeerError naming it within a few seconds instead of a
 300 s timeout. `abort` tells every peer, so their waits fail promptly too.
@@ -165,7 +168,11 @@ class GrpcTransport(Transport):
         deadline = self._limits.rpc_timeout_s + len(payload) / _MIN_THROUGHPUT
         try:
             stub = self._links.stub(to, verified=True)
-            call = stub.Deliver.future(self._chunks(topic, payload, counter), timeout=deadline)
+            chunks = self._chunks(topic, payload, counter)
+            if len(payload) <= self._limits.chunk_bytes:  # one chunk: a unary call, no request-stream thread
+                call = stub.Post.future(next(chunks), timeout=deadline)
+            else:
+                call = stub.Deliver.future(chunks, timeout=deadline)
             while True:  # while the message is on its way, make sure the receiver is not hung
                 try:
                     call.result(timeout=self._limits.heartbeat_s)

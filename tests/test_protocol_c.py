@@ -23,6 +23,7 @@ from fedanon.protocols.kit.api import LocalData
 from fedanon.protocols.sim.equivalence import centralized, differences
 from fedanon.protocols.sim.local_run import LocalRun
 from fedanon.protocols.kit.progress import is_progress
+import fedanon.protocols.c.protocol as pc
 from fedanon.protocols.c.protocol import counter_owner
 from protocol_cases import (
     EX_ATTRS,
@@ -398,8 +399,6 @@ def test_paillier_screening_sums_come_under_the_screening_key(adult_sample, dist
 def test_a_key_holder_without_its_screening_key_stops_the_run_before_any_data(adult_sample, monkeypatch):
     """Where every party expects screening counters, a key holder whose hello lacks the screening
     key stops the run at every party, naming it, before a row is encrypted."""
-    import fedanon.protocols.c.protocol as pc
-
     real_send = pc.send_control
 
     def send_without_screen_key(transport, to, topic, message, **parts):
@@ -421,8 +420,6 @@ def test_helper_cannot_tell_pseudotuples_from_real_rows(adult_sample, monkeypatc
     codes, value and combination frequencies, counter ciphertext bytes) does no better on
     held-out rows than always guessing the majority. The labels come from the key holder's
     private key, captured here; the helper never has them."""
-    import fedanon.protocols.c.protocol as pc
-
     columns, rows, hierarchies = adult_sample
     captured: dict[str, object] = {}
     original_integrate = pc._Helper._integrate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 import numpy as np
+import pytest
 
 from fedanon.engine import AnonymizationConfig, EncodedTable, Hierarchy, anonymize, read_table_csv
 from fedanon.engine.anonymizer import prepare, search_and_apply
@@ -233,3 +234,51 @@ def test_both_nonuniform_entropy_variants_hand_computed():
         losses = [prepare(table, hier, AnonymizationConfig(QIS, k=1, metric=m)).checker.evaluate(levels).loss
                   for m in expected]
         assert math.isclose(losses[0], losses[1], rel_tol=1e-12)
+
+
+class BoundedRecordingChecker(RecordingChecker):
+    """A recording checker that also passes on the metric's static bound, so the search may take
+    its bound-guided phase 1 (`RecordingChecker` alone gets plain Flash_B)."""
+
+    def __init__(self, inner: Checker, bound_scale: float = 1.0) -> None:
+        super().__init__(inner)
+        self.bound_scale = bound_scale
+
+    def static_bounds(self, levels):
+        # scaled below 1: still a monotone lower bound, no longer the loss itself
+        bounds = self.inner.static_bounds(levels)
+        return None if bounds is None else bounds * self.bound_scale
+
+
+
+@pytest.mark.parametrize("metric", ["entropy", "nonuniform-entropy", "loss", "precision", "discernibility"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("bound_scale", [1.0, 0.5, 0.0])
+def test_bound_guided_phase_finds_flash_bs_node_and_asks_each_node_once(metric, k, bound_scale):
+    """Without suppression the guided phase must end on Flash_B's node (ties included) with the
+    same loss; a guided phase that stopped early, or scored an anonymous node wrongly, fails.
+    Weaker bounds (halved, or 0 everywhere: still monotone lower bounds) leave more nodes open;
+    the result must not change."""
+    table, hier = example()
+    prep = prepare(table, hier, AnonymizationConfig(QIS, k=k, suppression=0.0, metric=metric))
+    plain = FlashSearch(prep.lattice, RecordingChecker(prep.checker)).run()
+    bounded = BoundedRecordingChecker(prep.checker, bound_scale)
+    guided_search = FlashSearch(prep.lattice, bounded)
+    guided = guided_search.run()
+    # guided only where Flash_B would run (a metric monotone without suppression) with a static bound
+    guides = plain.algorithm == "Flash_B" and prep.checker.static_bounds(prep.lattice.levels[:1]) is not None
+    assert guided.algorithm == ("Flash_B (bound-guided)" if guides else plain.algorithm)
+    assert guided.node == plain.node
+    assert guided.loss == pytest.approx(plain.loss, rel=1e-12, abs=1e-12)
+    assert guided.checks == len(bounded.asked) == len(set(bounded.asked))
+
+
+@pytest.mark.parametrize("metric", ["loss", "discernibility"])
+def test_bound_guided_phase_is_not_taken_with_suppression(metric):
+    """With suppression an anonymous node's loss needs its classes: the search is Flash's own."""
+    table, hier = example()
+    prep = prepare(table, hier, AnonymizationConfig(QIS, k=2, suppression=0.25, metric=metric))
+    plain = FlashSearch(prep.lattice, RecordingChecker(prep.checker)).run()
+    bounded = BoundedRecordingChecker(prep.checker)
+    outcome = FlashSearch(prep.lattice, bounded).run()
+    assert "bound-guided" not in outcome.algorithm and outcome.node == plain.node

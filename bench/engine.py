@@ -210,6 +210,7 @@ def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: Anonymizati
     best = None
     best_before = None
     best_partner = None
+    before_checks = None
     result = None
     for _ in range(repeat):
         t0 = CLOCK()
@@ -229,6 +230,7 @@ def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: Anonymizati
             best_before = dt if best_before is None else min(best_before, dt)
             if old.transformation != result.transformation:
                 raise SystemExit(f"the older engine found a different optimum for {config}")
+            before_checks = old.checks
     peak = None
     if measure_memory:
         tracemalloc.start()
@@ -241,7 +243,8 @@ def run_one(table: EncodedTable, hier: dict[str, Hierarchy], config: Anonymizati
         "peak_mib": None if peak is None else peak / 2**20, "classes": result.classes,
         "suppressed": result.suppressed_rows, "lattice": result.lattice_size,
         "transformation": [result.transformation[a] for a in config.quasi_identifiers],
-        "loss": result.information_loss, "before_s": best_before, "partner_k_s": best_partner,
+        "loss": result.information_loss, "before_s": best_before, "before_checks": before_checks,
+        "partner_k_s": best_partner,
         "quasi_identifiers": list(config.quasi_identifiers), "config": config.to_dict(),
     }
 
@@ -420,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     tab = Table(title=f"fedanon engine benchmark — {'CPU' if args.cpu_time else 'wall'} time, load {os.getloadavg()[0]:.1f}, "
                       f"{platform.python_implementation()} {platform.python_version()}, "
                       f"{platform.machine()}, naive node check = {naive * 1000:.1f} ms")
-    for col in ("configuration", "time [s]", "before [s]", "now/before", "vs k", "vs ARX (quoted)", "checks", "roll-ups", "peak MiB", "classes",
+    for col in ("configuration", "time [s]", "before [s]", "now/before", "vs k", "vs ARX (quoted)", "checks (before)", "roll-ups", "peak MiB", "classes",
                 "suppr.", "transformation", "naive-equiv. [s]", "speed-up", "fresh s", "RSS MiB",
                 "+report RSS MiB", "report xRSS", "report xtime"):
         tab.add_column(col, justify="left" if col in ("configuration", "transformation") else "right")
@@ -431,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             "—" if r["before_s"] is None else f"{r['time_s'] / r['before_s']:.2f}×",
             f"{r['vs_k_same_table']:.2f}×" if "vs_k_same_table" in r else "—",
             arx_cell(r["time_s"], ARX_REFERENCE.get(r["name"])),
-            str(r["checks"]), str(r["rollups"]),
+            str(r["checks"]) if r.get("before_checks") in (None, r["checks"]) else f"{r['checks']} ({r['before_checks']})",
+            str(r["rollups"]),
             "—" if r["peak_mib"] is None else f"{r['peak_mib']:.1f}",
             str(r["classes"]), str(r["suppressed"]), ",".join(map(str, r["transformation"])),
             f"{r['naive_equiv_s']:.2f}", f"{r['naive_equiv_s'] / r['time_s']:.1f}×", *fresh_cells(r, args.cpu_time),

@@ -324,7 +324,10 @@ def test_snapshot_choice_is_the_cheapest_then_least_recently_used():
     qi, maps, sens, sizes, subset = random_problem(13, 500, sensitive_domains=(), with_subset=False)
     probe = Grouper(qi, maps, {}, {}, None)
     counts = {lv: probe.group_rows(lv).count for lv in all_levels(maps)}
-    storable = [lv for lv, c in counts.items() if c <= probe.snapshot_limit]
+    # snapshots small enough to be rolled up from (a sizes-only node groups its rows rather
+    # than roll up a larger one: next test)
+    storable = [lv for lv, c in counts.items()
+                if c <= min(probe.snapshot_limit, grouping._SIZES_ROLLUP_SHARE * probe.n_rows)]
 
     def below(x, y):
         return all(a <= b for a, b in zip(x, y))
@@ -352,6 +355,35 @@ def test_snapshot_choice_is_the_cheapest_then_least_recently_used():
     g.remember(g.group_rows(d))
     g.classes(c)  # a hit: c is now the most recently used
     assert g.classes(target)[0].rolled_from == d
+
+
+def test_sizes_only_node_groups_its_rows_rather_than_roll_up_a_large_snapshot(monkeypatch):
+    """Where a node needs class sizes alone, rolling up a snapshot of more than
+    `_SIZES_ROLLUP_SHARE` of the rows as classes costs more than grouping the rows: the grouper
+    groups them (same classes). With sensitive histograms to sum, or a share that allows it, it
+    rolls up as before."""
+    qi, maps, sens, sizes, _ = random_problem(17, 600, with_subset=False)
+    probe = Grouper(qi, maps, {}, {}, None)
+    nodes = all_levels(maps)
+    counts = {lv: probe.group_rows(lv).count for lv in nodes}
+    share = grouping._SIZES_ROLLUP_SHARE * probe.n_rows
+    base, target = next((b, t) for b in nodes for t in nodes
+                        if share < counts[b] <= probe.snapshot_limit and b != t
+                        and all(x <= y for x, y in zip(b, t)))
+
+    def classes_after_storing(g: Grouper):
+        g.remember(g.group_rows(base))
+        return g.classes(target)
+
+    got, rolled = classes_after_storing(Grouper(qi, maps, {}, {}, None))
+    direct = probe.group_rows(target)
+    assert not rolled and got.rolled_from is None
+    assert got.codes.tolist() == direct.codes.tolist() and got.stats.sizes.tolist() == direct.stats.sizes.tolist()
+    # with histograms the roll-up sums them (the row path would count every row's value again)
+    assert classes_after_storing(Grouper(qi, maps, sens, sizes, None))[1]
+    monkeypatch.setattr(grouping, "_SIZES_ROLLUP_SHARE", 1.0)
+    got, rolled = classes_after_storing(Grouper(qi, maps, {}, {}, None))
+    assert rolled and got.rolled_from == base and got.stats.sizes.tolist() == direct.stats.sizes.tolist()
 
 
 # --------------------------------------------------------------------------- lattice

@@ -51,7 +51,9 @@ def test_rollup_mapping_sums_like_rows():
     base, _ = st.grouper.classes((0, 0, 1), keep_rows=True)
     assert base.row_class is not None
     base_sums = np.bincount(base.row_class, weights=weights, minlength=base.count)
-    rolled, was_rolled = st.grouper.classes((1, 0, 3))
+    # asked as Protocol C's helper asks (its encrypted sums roll up by the mapping): a node that
+    # needs only class sizes may be grouped from the rows instead (tests/test_engine_grouping.py)
+    rolled, was_rolled = st.grouper.classes((1, 0, 3), keep_rows=True)
     assert was_rolled and rolled.rolled_from == (0, 0, 1) and rolled.mapping is not None
     via_mapping = np.bincount(rolled.mapping, weights=base_sums, minlength=rolled.count)
     direct = st.grouper.group_rows((1, 0, 3), keep_rows=True)

@@ -30,6 +30,11 @@ from fedanon.stats.keys import (combined_key, count_keys, gather,
 
 _FLOAT_EXACT = 1 << 53  # roll-up keys below this span are one float matrix-vector product (exact)
 _ROLLUP_COUNTING = 4  # roll-ups count keys only where the span is at most this many times the classes
+# a class of a snapshot costs a roll-up about three times what a row costs a grouping that needs
+# the class sizes only (the roll-up's float key, arg-sort with the class map, gather and sums
+# against the row keys' in-place sort and run lengths; ADULT: crossover near 0.3 x the rows):
+# above this share of the rows, such a node is grouped from the rows instead
+_SIZES_ROLLUP_SHARE = 0.3
 # tables up to this many rows count a dense histogram from rows only when it is read: until then
 # the node keeps its row -> class map or its rows' keys (at most 8 bytes a row, for every stored
 # snapshot: at most 128 MiB over 256 snapshots); larger tables count at once, as their maps
@@ -391,6 +396,8 @@ class Grouper:
             self._touch(levels)
             return hit, True
         best, packed = self._stored_base(levels)
+        if best is not None and self._rows_cost_less(levels, best, keep_rows):
+            best = None
         if best is not None:
             result = self.rollup(best, levels)
             self._touch(best.levels)
@@ -400,6 +407,15 @@ class Grouper:
             rolled = False
         self.remember(result, packed)
         return result, rolled
+
+    def _rows_cost_less(self, levels: tuple[int, ...], base: Classes, keep_rows: bool) -> bool:
+        """Whether grouping the rows costs less than rolling `base` up: where the node needs its
+        class sizes alone (`group_rows`'s sizes-only and counting paths; wherever the rows are
+        held, so that every backend groups the same nodes from rows) and `base` has more than
+        `_SIZES_ROLLUP_SHARE` of the rows as classes."""
+        if keep_rows or self.sensitive_codes or self.subset is not None:
+            return False
+        return base.rollup_cost > _SIZES_ROLLUP_SHARE * self.n_rows and self._shape(levels)[2]
 
     def _stored_base(self, levels: tuple[int, ...]) -> tuple[Classes | None, int | None]:
         """(the cheapest stored specialization of `levels` or None, the node's packed levels or None)."""

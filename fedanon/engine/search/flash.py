@@ -116,8 +116,8 @@ class FlashSearch:
         self.bound_pruning = not fully_monotone
         self.static_bounds = checker.static_bounds(lattice.levels.astype(np.int64)) if self.bound_pruning else None
         self.phase2_order = "bound"
-        # nodes whose loss is known (evaluated)
-        self.settled = np.zeros(lattice.size, dtype=bool)
+        # the keys of `evals` as a mask (the guided phase and phase 2 select among the others)
+        self.evaluated = np.zeros(lattice.size, dtype=bool)
         # the bound-guided phase 1 (`_phase1_guided`): fully monotone, no suppression, a static bound
         self.guide_bounds = self._guide_bounds() if fully_monotone and self.mode == "full" else None
 
@@ -145,7 +145,7 @@ class FlashSearch:
     def _evaluate(self, node: int) -> NodeEvaluation:
         ev = self.checker.evaluate(self.lattice.node_levels(node))
         self.evals[node] = ev
-        self.settled[node] = True
+        self.evaluated[node] = True
         if self.needs_phase2 and ev.anonymous_strict and self.checker.strict_monotone and not self.strict_yes[node]:
             self._strict_grid[self.lattice.up_box(node)] = True
         if ev.anonymous:
@@ -268,22 +268,17 @@ class FlashSearch:
     def _climb(self, node: int, bounds: np.ndarray) -> int:
         """From an open node up through open successors (lowest bound first) to one with none.
 
-        Open: may still beat the best -- not known to fail, loss not yet known, bound below the
-        best (or equal to it and earlier in the stable order), as `_cannot_win` decides.
+        Open: may still beat the best -- not known to fail, not evaluated, and `_cannot_win`
+        does not rule it out by its bound.
         """
-        st, settled, rank = self.status, self.settled, self.lattice.rank
-        searching = self.best_rank < 0
-        low = high = 0.0
-        if not searching:
-            tol = tolerance(self.best_loss)
-            low, high = self.best_loss - tol, self.best_loss + tol
+        st, evaluated, rank = self.status, self.evaluated, self.lattice.rank
         while True:
             step = -1
             for s in self.lattice.successors(node):
-                if st[s] == NO or settled[s]:
+                if st[s] == NO or evaluated[s]:
                     continue
                 b = bounds[s]
-                if not searching and (b > high or (b >= low and rank[s] > self.best_rank)):
+                if self._cannot_win(s, float(b)):
                     continue
                 if step < 0 or b < bounds[step] or (b == bounds[step] and rank[s] < rank[step]):
                     step = s
@@ -292,9 +287,9 @@ class FlashSearch:
             node = step
 
     def _next_open(self, order: np.ndarray, pos: int, end: int) -> int:
-        """Position of the first node at or after `pos` in `order` neither known to fail nor settled (or `end`)."""
-        st, settled = self.status, self.settled
-        return self._first_wanted(order, pos, end, lambda ids: (st[ids] != NO) & ~settled[ids])
+        """Position of the first node at or after `pos` in `order` neither known to fail nor evaluated (or `end`)."""
+        st, evaluated = self.status, self.evaluated
+        return self._first_wanted(order, pos, end, lambda ids: (st[ids] != NO) & ~evaluated[ids])
 
     def _phase1_guided(self) -> None:
         """Flash's paths, started where they decide the most open nodes (§3.4 case 1, no suppression).
@@ -332,7 +327,7 @@ class FlashSearch:
                 pos += 1
                 continue
             node = self._climb(node, bounds)
-            # never YES: a YES tag above a checked node lands only on nodes that are settled or
+            # never YES: a YES tag above a checked node lands only on nodes that are evaluated or
             # cannot win (a successor of the maximal open node it climbed to is not open, and
             # the bound only grows upwards), so every node the loop may pick is UNKNOWN
             assert st[node] == UNKNOWN
@@ -363,10 +358,7 @@ class FlashSearch:
             candidates = st == YES  # NO = fails a necessary condition; PRUNED = cannot win
         else:
             candidates = st != PRUNED
-        evaluated = np.zeros(lat.size, dtype=bool)
-        if self.evals:
-            evaluated[np.fromiter(self.evals.keys(), dtype=np.int64)] = True
-        remaining = candidates & ~evaluated
+        remaining = candidates & ~self.evaluated
         self.done = int((~remaining).sum())
         self._report()
         ids = np.flatnonzero(remaining)

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -48,6 +50,24 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@contextmanager
+def _running(cmd: list[str], tmp: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`cmd` started with TMPDIR=`tmp`; killed at the end of the block should it still run."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp), cwd=tmp)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _kill_and_expect_no_folder(proc: subprocess.Popen[bytes], tmp: Path) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(20)
+    assert _wait(lambda: not list(tmp.glob("fedanon-*")), 15), list(tmp.iterdir())
 
 
 def _wait(predicate, timeout: float) -> bool:
@@ -124,6 +144,23 @@ def test_fedanon_simulate_killed_mid_run_leaves_nothing(tmp_path: Path) -> None:
             proc.wait()
 
 
+def test_simulation_killed_before_it_starts_leaves_no_folder(tmp_path: Path) -> None:
+    """A network's own folder exists from construction on: SIGKILL before `with` was entered
+    (no daemon, no certificate yet) must still remove it, so its name is known to the reaper first."""
+    script = textwrap.dedent("""
+        import time
+        from fedanon.parties.simulation import SimulatedNetwork, SimulatedParty
+        net = SimulatedNetwork([SimulatedParty("p1", "primary"), SimulatedParty("h", "helper")])
+        print("MADE", net.dir, flush=True)
+        time.sleep(120)
+    """)
+    with _running([sys.executable, "-c", script], tmp_path) as proc:
+        line = proc.stdout.readline().decode()  # type: ignore[union-attr]
+        assert line.startswith("MADE"), proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+        assert Path(line.split()[1]).is_dir()
+        _kill_and_expect_no_folder(proc, tmp_path)
+
+
 @pytest.mark.parametrize("moment", ["fedanon-hier-*", "fedanon-simulate-*", "fedanon-sim-*", "fedanon-sim-*/*.ready"])
 def test_fedanon_simulate_killed_leaves_no_temporary_folder(tmp_path: Path, moment: str) -> None:
     """SIGKILL as soon as the temporary hierarchy folder exists, and once the daemons are up:
@@ -133,14 +170,7 @@ def test_fedanon_simulate_killed_leaves_no_temporary_folder(tmp_path: Path, mome
            "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
            "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
            "--k", "2", "--parties", "2", "-o", str(out), "-q"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path)
-    try:
+    with _running(cmd, tmp_path) as proc:
         reached = _wait(lambda: bool(list(tmp_path.glob(moment))) or proc.poll() is not None, 60)
         assert reached and proc.poll() is None, "the simulation ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(20)
-        assert _wait(lambda: not list(tmp_path.glob("fedanon-*")), 15), list(tmp_path.iterdir())
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_and_expect_no_folder(proc, tmp_path)

@@ -97,13 +97,13 @@ def guarded_dir(path: Path) -> Iterator[Path]:
         release_dir(path)
 
 
-@contextmanager
-def guarded_temp_dir(prefix: str) -> Iterator[Path]:
+def new_guarded_temp_dir(prefix: str) -> Path:
     """A fresh private folder in the temporary directory that the watcher knows of *before* it exists.
 
-    Why not `TemporaryDirectory` + `guarded_dir`: between creating the folder and registering it
-    (which may first start the watcher process) a kill would leave the folder behind. Here the
-    name is registered first; the watcher removes whatever exists under it when this process dies.
+    Why not `mkdtemp` + `guard_dir`: between creating the folder and registering it (which may
+    first start the watcher process) a kill would leave the folder behind. Here the name is
+    registered first; the watcher removes whatever exists under it when this process dies. The
+    caller removes the folder and then calls `release_dir` (or uses `guarded_temp_dir`).
     """
     base = Path(tempfile.gettempdir())
     while True:
@@ -111,9 +111,15 @@ def guarded_temp_dir(prefix: str) -> Iterator[Path]:
         guard_dir(path)
         try:
             path.mkdir(mode=0o700)
-            break
+            return path
         except FileExistsError:  # someone else's: forget it at once and draw another name
             release_dir(path)
+
+
+@contextmanager
+def guarded_temp_dir(prefix: str) -> Iterator[Path]:
+    """`new_guarded_temp_dir` for the block: removed and forgotten when it ends."""
+    path = new_guarded_temp_dir(prefix)
     try:
         yield path
     finally:

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +113,9 @@ class SimulatedNetwork:
         self.log_level = log_level
         self.keep_ca_key = keep_ca_key
         self._own_dir = workdir is None
-        self.dir = Path(tempfile.mkdtemp(prefix="fedanon-sim-")) if workdir is None else Path(workdir)
+        # keys, certificates and configs: an own folder is known to the reaper before it exists,
+        # so it is removed even if this process is killed at once
+        self.dir = reaper.new_guarded_temp_dir("fedanon-sim-") if workdir is None else Path(workdir)
         self.cert_dir = self.dir / "certs"
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -136,8 +137,6 @@ class SimulatedNetwork:
 
     def _setup(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self._own_dir:  # keys, certificates and configs: removed even if this process is killed
-            reaper.guard_dir(self.dir)
         (self.dir / "logs").mkdir(exist_ok=True)
         certs.init_ca(self.cert_dir, force=True)
         for p in self.parties:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,29 @@ def test_shuffle_gives_the_classes_of_one_process(cluster, monkeypatch):
         assert pool.shuffles == len(nodes)
     for lv in nodes:
         assert_same_classes(got[lv], want[lv])
+
+
+def _scheduler_keys(client) -> set[str]:
+    return set(client.run_on_scheduler(lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks]))
+
+
+def test_closing_releases_the_partitions_without_a_cancel_to_every_client(cluster):
+    """The scheduler forgets a closed pool's partitions, and was never asked to cancel them: it reports
+    a cancel to every connected client, which breaks the handshake of a client connecting meanwhile."""
+    client = cluster[1]
+    grouper = _sizes_only_grouper(5, 2000)
+    before = _scheduler_keys(client)
+    with backend_for("dask", grouper, WORKERS, client=client) as pool:
+        grouper.group_rows(tuple(0 for _ in grouper.code_maps))
+        held = _scheduler_keys(client) - before
+        assert any(k.startswith("fedanon-partition-") for k in held)
+        assert pool.parts
+    assert not pool.parts
+    deadline = time.monotonic() + 20
+    while _scheduler_keys(client) & held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _scheduler_keys(client) & held
+    assert not [e for _, e in client.get_events(client.id) if isinstance(e, dict) and e.get("action") == "cancel"]
 
 
 def _same_result(got, want) -> None:

@@ -210,6 +210,17 @@ def connect(scheduler: str | None, workers: int) -> tuple[Any, Any]:
         raise
 
 
+def release_futures(futures: list[Any]) -> None:
+    """Let the scheduler forget `futures` and their workers free the memory.
+
+    Released, never cancelled: the scheduler reports a cancel to every client connected to it,
+    and a client of another search that is still in its handshake then reads that report beside
+    the scheduler's welcome, which `distributed` refuses (it fails to connect).
+    """
+    for future in futures:
+        future.release()
+
+
 def cluster_workers(client: Any, wanted: int | None = None) -> list[str]:
     """Addresses of the cluster's workers (sorted, so partition p always goes to the same one),
     the first `wanted` of them; waits up to 20 s for a first worker."""
@@ -333,9 +344,8 @@ class DaskRowGrouper:
 
     def close(self) -> None:
         """Drop the partitions from the workers (idempotent)."""
-        if self.parts:
-            self.client.cancel(self.parts)
-            self.parts = []
+        release_futures(self.parts)
+        self.parts = []
 
 
 class WorkerClasses:
@@ -363,9 +373,8 @@ class WorkerClasses:
                                               for w, m in enumerate(self._merged)]))
 
     def release(self) -> None:
-        if self._merged:
-            self._pool.client.cancel(self._merged)
-            self._merged = []
+        release_futures(self._merged)
+        self._merged = []
 
 
 @register_backend("dask")

@@ -22,7 +22,7 @@ from fedanon.data.io.columnar import narrow_codes
 from fedanon.data.io.parquet_parts import LocalColumns, PartitionPlan, plan_partitions, read_partition, \
     unify_dictionaries
 from fedanon.engine.check.backends.dask import (DaskRowGrouper, GroupingSetup, Partition, PartitionRows,
-                                                new_token)
+                                                new_token, release_futures)
 from fedanon.engine.check.grouping import Grouper
 from fedanon.errors import InputError
 from fedanon.stats.keys import combined_key
@@ -182,7 +182,5 @@ class RemoteTable:
         return sum(r for r, _ in done), sum(s for _, s in done)
 
     def close(self) -> None:
-        futures = self.parts + self._local
-        if futures:
-            self.client.cancel(futures)
+        release_futures(self.parts + self._local)
         self.parts, self._local = [], []

@@ -16,6 +16,11 @@ import numpy as np
 import pytest
 
 from fedanon.engine.check import grouping
+from fedanon.engine.check.checker import ClassJudge
+from fedanon.model.criterion import CriterionContext, KAnonymity
+from fedanon.model.metrics.base import MetricContext
+from fedanon.model.metrics.registry import build_metric
+from fedanon.stats import classes as classes_module
 from fedanon.stats import keys as keymath
 from fedanon.engine.check.grouping import Grouper
 from fedanon.stats.keys import combined_key, count_keys, gather, group_key, key_dtype, mixed_radix_digits
@@ -384,6 +389,36 @@ def test_sizes_only_node_groups_its_rows_rather_than_roll_up_a_large_snapshot(mo
     monkeypatch.setattr(grouping, "_SIZES_ROLLUP_SHARE", 1.0)
     got, rolled = classes_after_storing(Grouper(qi, maps, {}, {}, None))
     assert rolled and got.rolled_from == base and got.stats.sizes.tolist() == direct.stats.sizes.tolist()
+
+
+def test_class_codes_are_decoded_only_when_read(monkeypatch):
+    """On the paths that find the classes as exact keys (sizes only, counted blocks, counted keys
+    with the rows kept), a k-anonymity judge reads the sizes alone and the codes stay undecoded;
+    the first read decodes them once, to the reference's codes."""
+    decoded: list[int] = []
+    real = classes_module.mixed_radix_digits
+    monkeypatch.setattr(classes_module, "mixed_radix_digits", lambda k, r: decoded.append(len(k)) or real(k, r))
+    qi, maps, sens, sizes, subset = random_problem(5, 2000)
+    heights = [m.shape[0] for m in maps]
+    ctx = MetricContext(n_rows=qi.shape[0], heights=heights,
+                        cardinalities=[[np.ones(m.shape[1])] * m.shape[0] for m in maps],
+                        level0_to_level=list(maps), leaf_fraction=[[np.zeros(m.shape[1])] * m.shape[0] for m in maps])
+    judge = ClassJudge([KAnonymity(3)], build_metric("height", ctx), 0.0, CriterionContext(n_rows=qi.shape[0]))
+    nodes = all_levels(maps)[::7]
+    for grouper_args, keep_rows in [(({}, {}, None), False), ((sens, sizes, subset), False), ((sens, sizes, subset), True)]:
+        grouper = Grouper(qi, maps, *grouper_args)
+        lazy = 0
+        for lv in nodes:
+            classes = grouper.group_rows(lv, keep_rows=keep_rows)
+            judge.judge(lv, classes)
+            assert decoded == [], (grouper_args[1], keep_rows, lv)
+            ref = reference_classes(qi, maps, *grouper_args, lv)
+            assert [tuple(c) for c in classes.codes.tolist()] == [r[0] for r in ref]
+            assert [tuple(c) for c in classes.codes.tolist()] == [r[0] for r in ref]
+            assert decoded in ([], [classes.count])  # once, if at all (a wide key span gathers codes from rows)
+            lazy += len(decoded)
+            decoded.clear()
+        assert lazy >= len(nodes) // 2, (grouper_args[1], keep_rows)
 
 
 # --------------------------------------------------------------------------- lattice

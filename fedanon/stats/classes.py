@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.stats.histograms import Histograms
+from fedanon.stats.keys import mixed_radix_digits
 
 
 @dataclass
@@ -31,20 +32,51 @@ class ClassStats:
             self.histograms = Histograms(self.histograms)
 
 
-@dataclass
+@dataclass(frozen=True)
+class KeyDigits:
+    """Class codes not decoded yet: the classes' exact mixed-radix keys (`keys.combined_key`)
+    and the radices they were built with. Their digits are the codes."""
+
+    keys: np.ndarray
+    radices: list[int]
+
+    def decode(self) -> np.ndarray:
+        return mixed_radix_digits(self.keys, self.radices)
+
+
 class Classes:
-    """Equivalence classes of one node: generalized QI codes per class plus stats."""
+    """Equivalence classes of one node: generalized QI codes per class plus stats.
 
-    levels: tuple[int, ...]
-    codes: np.ndarray  # int32 (n_classes, n_qis)
-    stats: ClassStats
-    row_class: np.ndarray | None = None  # class of each row, only when grouped from rows
-    # when rolled up: the node it came from and, per class of that node, its class here --
-    # so statistics the grouper does not hold (Protocol C's encrypted sums) roll up too
-    rolled_from: tuple[int, ...] | None = None
-    mapping: np.ndarray | None = None
+    `codes` may be given as `KeyDigits`, decoded when first read: a node judged on its sizes
+    alone, too large to be kept as a snapshot, never needs its codes, and decoding them was
+    about a fifth of such a check.
+    """
 
-    def __post_init__(self) -> None:
-        self.count = int(self.codes.shape[0])
+    def __init__(self, levels: tuple[int, ...], codes: np.ndarray | KeyDigits, stats: ClassStats,
+                 row_class: np.ndarray | None = None, rolled_from: tuple[int, ...] | None = None,
+                 mapping: np.ndarray | None = None) -> None:
+        self.levels = levels
+        self._codes = codes
+        self.stats = stats
+        self.row_class = row_class  # class of each row, only when grouped from rows
+        # when rolled up: the node it came from and, per class of that node, its class here --
+        # so statistics the grouper does not hold (Protocol C's encrypted sums) roll up too
+        self.rolled_from = rolled_from
+        self.mapping = mapping
+        self.count = int(codes.keys.shape[0] if isinstance(codes, KeyDigits) else codes.shape[0])
         self.rollup_cost = self.count  # set for stored snapshots by Grouper.remember
 
+    @property
+    def codes(self) -> np.ndarray:
+        """int32 (n_classes, n_qis): the generalized QI codes of each class."""
+        if isinstance(self._codes, KeyDigits):
+            self._codes = self._codes.decode()
+        return self._codes
+
+    @codes.setter
+    def codes(self, codes: np.ndarray) -> None:
+        self._codes = codes
+
+    def snapshot(self) -> "Classes":
+        """The classes without their row map or roll-up origin (codes still undecoded if they were)."""
+        return Classes(self.levels, self._codes, self.stats)

@@ -186,6 +186,8 @@ class ClassJudge:
         # repeat part of the check
         self.bounding = [] if self.anonymity_monotone else [c for c in criteria if c.bounds_suppression]
         self.implied_bound = bool(self.bounding)
+        # the class codes are decoded from the keys only where a criterion reads them
+        self.reads_codes = any(c.needs_codes for c in criteria)
         # a bound is a float sum: it proves a failure only above the limit by more than rounding
         self._bound_slack = 1e-6 * max(1.0, float(context.n_rows))
         # a node can be judged from `ClassSums` and its failing classes alone: every criterion
@@ -232,9 +234,10 @@ class ClassJudge:
             below = sizes < self.implied_k
             small = int(np.dot(sizes, below))  # rows in classes below the implied size (one call, no gather)
         needed = float(small)
+        codes = classes.codes if self.reads_codes else None
         if small <= self.suppression_limit:
             for c in self.bounding:
-                needed = max(needed, c.suppression_bound(classes.stats, classes.codes,
+                needed = max(needed, c.suppression_bound(classes.stats, codes,
                                                          self.suppression_limit + self._bound_slack, levels))
                 if needed > self.suppression_limit + self._bound_slack:
                     break
@@ -251,7 +254,7 @@ class ClassJudge:
                 classes=classes.count - int(np.count_nonzero(below)), loss=math.inf,
                 bound=self.metric.class_bound(levels, classes),
             )
-        failing = self.failing_classes(classes.stats, classes.codes, self.suppression_limit, levels)
+        failing = self.failing_classes(classes.stats, codes, self.suppression_limit, levels)
         suppressed = int(classes.stats.sizes[failing].sum()) if failing.any() else 0
         anonymous = suppressed <= self.suppression_limit
         loss = self.metric.loss(levels, classes, failing) if anonymous else math.inf

@@ -20,12 +20,12 @@ from typing import Protocol
 
 import numpy as np
 
-from fedanon.stats.classes import Classes, ClassStats
+from fedanon.stats.classes import Classes, ClassStats, KeyDigits
 from fedanon.stats.classhist import SparseHistogram
 from fedanon.stats.histograms import KeyCounts, RowCounts, sum_by_class
 from fedanon.stats import keys
 from fedanon.stats.keys import (combined_key, count_keys, gather,
-                                group_key, group_keys, key_sizes, key_span, level_fields, mixed_radix_digits,
+                                group_key, group_keys, key_sizes, key_span, level_fields,
                                 narrowest_uint, packed_levels)
 
 _FLOAT_EXACT = 1 << 53  # roll-up keys below this span are one float matrix-vector product (exact)
@@ -275,7 +275,7 @@ class Grouper:
             return self._sizes_only(tuple(levels), key, span, radices)
         if exact and span <= keys.counting_span(self.n_rows):
             keys_present, inverse = count_keys(key, span)  # the class codes are the keys' digits
-            return self._row_stats(tuple(levels), mixed_radix_digits(keys_present, radices), inverse, None, keep_rows)
+            return self._row_stats(tuple(levels), KeyDigits(keys_present, radices), inverse, None, keep_rows)
         first, inverse = group_key(key, span)
         n_classes = first.shape[0]
         codes = np.empty((n_classes, len(levels)), dtype=np.int32)
@@ -294,7 +294,7 @@ class Grouper:
         and is sorted in place: no second copy of 4 bytes a row.
         """
         present, sizes = key_sizes(key, span, self.n_rows)
-        return Classes(levels, mixed_radix_digits(present, radices), ClassStats(sizes, {}))
+        return Classes(levels, KeyDigits(present, radices), ClassStats(sizes, {}))
 
     def _count_blocks(self, levels: tuple[int, ...], cols: list[np.ndarray], radices: list[int],
                       span: int) -> Classes:
@@ -327,18 +327,17 @@ class Grouper:
                 subset = _accumulate(subset, np.bincount(np.take(key, subset_rows[lo:hi] - start), minlength=span))
         assert counts is not None  # the loop runs at least once
         present = np.flatnonzero(counts != 0)  # a bool mask: nonzero() on int64 is 4-6x slower
-        codes = mixed_radix_digits(present, radices)
         hists: dict = {a: c.reshape(span, -1)[present] for a, c in cells.items()}
         if defer:
             hists = {a: KeyCounts(key, scodes, span, self.sensitive_sizes[a], present)
                      for a, scodes in self.sensitive_codes.items()}
         subset_sizes = None if subset is None else subset[present].astype(np.int64, copy=False)
-        return Classes(levels, codes, ClassStats(counts[present], hists, subset_sizes))
+        return Classes(levels, KeyDigits(present, radices), ClassStats(counts[present], hists, subset_sizes))
 
-    def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray, inverse: np.ndarray,
+    def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray | KeyDigits, inverse: np.ndarray,
                    sizes: np.ndarray | None, keep_rows: bool) -> Classes:
         """Classes from the class of each row: sizes, sensitive histograms, subset counts."""
-        n_classes = codes.shape[0]
+        n_classes = codes.keys.shape[0] if isinstance(codes, KeyDigits) else codes.shape[0]
         if sizes is None:
             sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64, copy=False)
         hists: dict = {}
@@ -491,7 +490,7 @@ class Grouper:
             return
         if classes.levels in self._history:
             return
-        snapshot = Classes(classes.levels, classes.codes, classes.stats)
+        snapshot = classes.snapshot()
         # without sparse histograms the roll-up cost is the class count (`_rollup_cost`)
         snapshot.rollup_cost = _rollup_cost(snapshot) if self.sparse else snapshot.count
         self._make_room(classes.count)

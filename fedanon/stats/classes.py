@@ -40,6 +40,10 @@ class KeyDigits:
     keys: np.ndarray
     radices: list[int]
 
+    def __len__(self) -> int:
+        """The number of classes, as `len` of decoded codes gives it."""
+        return int(self.keys.shape[0])
+
     def decode(self) -> np.ndarray:
         return mixed_radix_digits(self.keys, self.radices)
 
@@ -63,7 +67,7 @@ class Classes:
         # so statistics the grouper does not hold (Protocol C's encrypted sums) roll up too
         self.rolled_from = rolled_from
         self.mapping = mapping
-        self.count = int(codes.keys.shape[0] if isinstance(codes, KeyDigits) else codes.shape[0])
+        self.count = len(codes)
         self.rollup_cost = self.count  # set for stored snapshots by Grouper.remember
 
     @property

@@ -337,7 +337,7 @@ class Grouper:
     def _row_stats(self, levels: tuple[int, ...], codes: np.ndarray | KeyDigits, inverse: np.ndarray,
                    sizes: np.ndarray | None, keep_rows: bool) -> Classes:
         """Classes from the class of each row: sizes, sensitive histograms, subset counts."""
-        n_classes = codes.keys.shape[0] if isinstance(codes, KeyDigits) else codes.shape[0]
+        n_classes = len(codes)
         if sizes is None:
             sizes = np.bincount(inverse, minlength=n_classes).astype(np.int64, copy=False)
         hists: dict = {}

@@ -64,10 +64,25 @@ def _running(cmd: list[str], tmp: Path) -> Iterator[subprocess.Popen[bytes]]:
             proc.wait()
 
 
-def _kill_and_expect_no_folder(proc: subprocess.Popen[bytes], tmp: Path) -> None:
-    proc.send_signal(signal.SIGKILL)
+def _kill_and_expect_nothing_left(proc: subprocess.Popen[bytes], tmp: Path, sig: int = signal.SIGKILL,
+                                  daemons: list[int] | None = None) -> None:
+    """Send `sig`; then the `daemons` must stop and no temporary folder may remain in `tmp`."""
+    proc.send_signal(sig)
     proc.wait(20)
+    assert _wait(lambda: not any(_alive(p) for p in daemons or []), 15), "daemons still running"
     assert _wait(lambda: not list(tmp.glob("fedanon-*")), 15), list(tmp.iterdir())
+
+
+def _simulate_cmd(out: Path) -> list[str]:
+    """`fedanon simulate` of the bundled example, k=2 over two parties, writing `out`."""
+    return [sys.executable, "-m", "fedanon", "simulate", str(EXAMPLE / "example.csv"),
+            "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
+            "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
+            "--k", "2", "--parties", "2", "-o", str(out), "-q"]
+
+
+def _party_daemons(pid: int) -> list[int]:
+    return [p for p in _children(pid) if "party" in Path(f"/proc/{p}/cmdline").read_text()]
 
 
 def _wait(predicate, timeout: float) -> bool:
@@ -100,48 +115,26 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_simulation_stops_its_daemons_and_removes_shares_and_keys(tmp_path: Path, sig: int) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_env(tmp_path), cwd=tmp_path)
-    try:
+    with _running([sys.executable, "-c", SCRIPT], tmp_path) as proc:
         line = proc.stdout.readline().decode()  # type: ignore[union-attr]
         assert line.startswith("UP"), proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
         sim_dir = Path(line.split()[1])
         assert not (sim_dir / "certs" / "ca.key").exists()  # the CA key is gone as soon as certificates exist
-        daemons = [p for p in _children(proc.pid) if "party" in Path(f"/proc/{p}/cmdline").read_text()]
+        daemons = _party_daemons(proc.pid)
         assert len(daemons) == 2
         assert list(tmp_path.glob("fedanon-simulate-*/p1.csv")) and sim_dir.exists()
-        proc.send_signal(sig)
-        proc.wait(20)
-        assert _wait(lambda: not any(_alive(p) for p in daemons), 15), "daemons still running"
-        assert _wait(lambda: not list(tmp_path.glob("fedanon-*")), 15), list(tmp_path.iterdir())
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_and_expect_nothing_left(proc, tmp_path, sig, daemons)
 
 
 @pytest.mark.slow
 def test_fedanon_simulate_killed_mid_run_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
-    cmd = [sys.executable, "-m", "fedanon", "simulate", str(EXAMPLE / "example.csv"),
-           "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
-           "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
-           "--k", "2", "--parties", "2", "-o", str(out), "-q"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path)
-    try:
+    with _running(_simulate_cmd(out), tmp_path) as proc:
         # kill as soon as the daemons are up (all ready files written)
         _wait(lambda: len(list(tmp_path.glob("fedanon-sim-*/*.ready"))) >= 3 or proc.poll() is not None, 60)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""  # it must still run to be killed
-        daemons = [p for p in _children(proc.pid) if "party" in Path(f"/proc/{p}/cmdline").read_text()]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(20)
-        assert _wait(lambda: not any(_alive(p) for p in daemons), 15)
-        assert _wait(lambda: not list(tmp_path.glob("fedanon-*")), 15), list(tmp_path.iterdir())
+        _kill_and_expect_nothing_left(proc, tmp_path, daemons=_party_daemons(proc.pid))
         assert not out.exists() or out.stat().st_size > 0  # never a partial output file
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_simulation_killed_before_it_starts_leaves_no_folder(tmp_path: Path) -> None:
@@ -158,19 +151,14 @@ def test_simulation_killed_before_it_starts_leaves_no_folder(tmp_path: Path) -> 
         line = proc.stdout.readline().decode()  # type: ignore[union-attr]
         assert line.startswith("MADE"), proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
         assert Path(line.split()[1]).is_dir()
-        _kill_and_expect_no_folder(proc, tmp_path)
+        _kill_and_expect_nothing_left(proc, tmp_path)
 
 
 @pytest.mark.parametrize("moment", ["fedanon-hier-*", "fedanon-simulate-*", "fedanon-sim-*", "fedanon-sim-*/*.ready"])
 def test_fedanon_simulate_killed_leaves_no_temporary_folder(tmp_path: Path, moment: str) -> None:
     """SIGKILL as soon as the temporary hierarchy folder exists, and once the daemons are up:
     the folder of normalized hierarchies (written even when unused) was never handed to the reaper."""
-    out = tmp_path / "out.csv"
-    cmd = [sys.executable, "-m", "fedanon", "simulate", str(EXAMPLE / "example.csv"),
-           "--qi", f"age={EXAMPLE / 'example_hierarchy_age.csv'}", "--qi", f"sex={EXAMPLE / 'example_hierarchy_sex.csv'}",
-           "--qi", f"zipcode={EXAMPLE / 'example_hierarchy_zipcode.csv'}",
-           "--k", "2", "--parties", "2", "-o", str(out), "-q"]
-    with _running(cmd, tmp_path) as proc:
+    with _running(_simulate_cmd(tmp_path / "out.csv"), tmp_path) as proc:
         reached = _wait(lambda: bool(list(tmp_path.glob(moment))) or proc.poll() is not None, 60)
         assert reached and proc.poll() is None, "the simulation ended before it could be killed"
-        _kill_and_expect_no_folder(proc, tmp_path)
+        _kill_and_expect_nothing_left(proc, tmp_path)

@@ -29,6 +29,8 @@ LISTED = 20
 
 def _text(x: Fraction | Decimal) -> str:
     value = x if isinstance(x, Decimal) else Decimal(x.numerator) / Decimal(x.denominator)
+    if value == 0:  # a Decimal zero keeps its sign (a mean of -0.001 rounds to -0.00); a release writes 0
+        return "0"
     text = format(value, "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
 
